@@ -1,0 +1,204 @@
+"""Per-run machinery shared by seal's instrument check and by `run`.
+
+A Harness reads every sealed byte it will use — metric, oracles, fixtures — exactly once,
+checks each against the digest it was sealed with, and keeps private copies the solver cannot
+see. Attempts then run in a thread pool (they are process-bound), and harness-side failures are
+retried a bounded number of times and reported apart from the solver's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from sealbench.errors import InfrastructureError, Refused
+from sealbench.metric import Metric
+from sealbench.protocol import Protocol, Task
+from sealbench.sandbox import Sandbox
+from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
+from sealbench.workspace import (
+    MODE_LINK,
+    Entry,
+    FixtureRecord,
+    ObjectStore,
+    Tree,
+    build_record,
+    remove_tree,
+)
+
+INFRA_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class SealedFile:
+    """One manifest row: what a file's bytes and mode must be."""
+
+    path: str
+    sha256: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class InfraFailure:
+    """An attempt the harness could not carry out: never scored, reported separately."""
+
+    task_id: str
+    detail: str
+    tries: int
+
+
+Finished = AttemptResult | InfraFailure
+
+
+class Harness:
+    """Verified inputs and a context for attempts; use as a context manager."""
+
+    def __init__(
+        self,
+        protocol: Protocol,
+        files: Iterable[SealedFile],
+        sandbox: Sandbox,
+        *,
+        timeout_scale: float = 1.0,
+        hidden: tuple[Path, ...] = (),
+    ) -> None:
+        self.protocol = protocol
+        self.files = {f.path: f for f in files}
+        self.sandbox = sandbox
+        self.scratch = Path(tempfile.mkdtemp(prefix="sealbench-run-"))
+        self.store = ObjectStore(self.scratch / "objects.git")
+        self._records: dict[Path | None, FixtureRecord] = {}
+        self._records_lock = threading.Lock()
+        self._oracles = self.scratch / "oracles"
+        self._oracles.mkdir()
+        spec = protocol.spec
+        self.metric = Metric.from_bytes(
+            self.read_verified(protocol.resolve(spec.metric.module)), spec.metric.module
+        )
+        self.context = AttemptContext(
+            sandbox=sandbox,
+            store=self.store,
+            scratch=self.scratch,
+            metric=self.metric,
+            timeout=spec.budget.timeout_sec * timeout_scale,
+            diff_source=spec.solver.diff_source,
+            max_files_touched=spec.budget.max_files_touched,
+            oracle_path=self.oracle_path,
+            record_for=self.record_for,
+            hidden=(protocol.root, self.scratch, *hidden),
+        )
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        remove_tree(self.scratch)
+
+    # ------------------------------------------------------------------ verified reads
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.protocol.root).as_posix()
+
+    def read_verified(self, path: Path) -> bytes:
+        """The bytes of a sealed file, refused if they are not the sealed ones."""
+        rel = self._rel(path)
+        sealed = self.files.get(rel)
+        if sealed is None:
+            raise Refused(f"{rel}: not in the sealed manifest")
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sealed.sha256:
+            raise Refused(f"{rel}: changed since sealing (tampered); the run stops")
+        return data
+
+    def oracle_path(self, task: Task) -> Path:
+        """A private copy of the verified oracle: the metric never reads the protocol dir."""
+        private = self._oracles / f"{task.id}.patch"
+        if not private.exists():
+            data = self.read_verified(task.oracle)
+            tmp = private.with_suffix(f".{threading.get_ident()}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(private)
+        return private
+
+    def record_for(self, task: Task) -> FixtureRecord:
+        """The fixture's record, built once per run from verified bytes."""
+        with self._records_lock:
+            record = self._records.get(task.repo)
+            if record is None:
+                record = build_record(self._fixture_tree(task.repo), self.store, self.scratch)
+                self._records[task.repo] = record
+            return record
+
+    def _fixture_tree(self, repo: Path | None) -> Tree:
+        if repo is None:
+            return {}
+        prefix = self._rel(repo) + "/"
+        tree: Tree = {}
+        for rel, sealed in self.files.items():
+            if not rel.startswith(prefix):
+                continue
+            path = self.protocol.root / rel
+            mode = int(sealed.mode, 8)
+            data = (path.readlink().as_posix().encode() if mode == MODE_LINK
+                    else self.read_verified(path))
+            if mode == MODE_LINK and hashlib.sha256(data).hexdigest() != sealed.sha256:
+                raise Refused(f"{rel}: changed since sealing (tampered); the run stops")
+            tree[rel[len(prefix):]] = Entry.of(mode, data)
+        return tree
+
+    # ------------------------------------------------------------------ attempts
+
+    def attempt(self, task: Task, solver: Solver) -> Finished:
+        """One attempt, retried only when the harness (not the solver) failed."""
+        last = ""
+        for tries in range(1, INFRA_RETRIES + 2):
+            try:
+                return run_attempt(task, solver, self.context)
+            except InfrastructureError as exc:
+                last = str(exc)
+        return InfraFailure(task.id, last, INFRA_RETRIES + 1)
+
+    def run_all(
+        self,
+        jobs: Iterable[tuple[Task, int]],
+        solver: Solver,
+        workers: int,
+        on_finished: Callable[[Task, int, Finished], None],
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Run (task, epoch) jobs on `workers` threads; results are handed back on this thread
+        as each finishes, so the ledger is written by one thread in completion order."""
+        pending = iter(jobs)
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            running: dict[Future[Finished], tuple[Task, int]] = {}
+            for future, (task, epoch) in self._drain(pool, pending, solver, workers, running,
+                                                     should_stop):
+                on_finished(task, epoch, future.result())
+
+    def _drain(
+        self,
+        pool: ThreadPoolExecutor,
+        pending: Iterator[tuple[Task, int]],
+        solver: Solver,
+        workers: int,
+        running: dict[Future[Finished], tuple[Task, int]],
+        should_stop: Callable[[], bool],
+    ) -> Iterator[tuple[Future[Finished], tuple[Task, int]]]:
+        def fill() -> None:
+            while len(running) < max(1, workers) and not should_stop():
+                job = next(pending, None)
+                if job is None:
+                    return
+                running[pool.submit(self.attempt, job[0], solver)] = job
+
+        fill()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future, running.pop(future)
+            fill()

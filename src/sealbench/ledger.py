@@ -1,0 +1,284 @@
+"""The ledger: SQLite, one file, WAL (DESIGN.md §8).
+
+It is the single source of truth. Protocol identities, runs and every attempt are committed the
+moment they happen; diffs and captured output are stored content-addressed beside the database
+(`<ledger>.artifacts/`). Attempt records are hash-chained within their run, so an edited, deleted
+or reordered record is detectable, and a report can be recomputed from the ledger alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sealbench.errors import BadInput, Refused
+
+SCHEMA_VERSION = 1
+DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
+GENESIS = "0" * 64
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS protocols (
+    protocol_id TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    sealed_at TEXT NOT NULL,
+    directory TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    protocol_id TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    solver TEXT NOT NULL,
+    sandbox TEXT NOT NULL,
+    options TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    state TEXT NOT NULL,
+    reason TEXT,
+    report TEXT
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    seq INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    prev_digest TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS attempts_task ON attempts (run_id, phase, task_id, epoch);
+"""
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_path() -> Path:
+    """`$SEALBENCH_LEDGER`, else `.sealbench/ledger.sqlite` under the current directory."""
+    env = os.environ.get("SEALBENCH_LEDGER")
+    return Path(env) if env else DEFAULT_LEDGER
+
+
+def canonical(value: Any) -> bytes:
+    """The one JSON form used for digests: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def chain_digest(prev: str, record: dict[str, Any]) -> str:
+    return hashlib.sha256(prev.encode() + b"\n" + canonical(record)).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    protocol_id: str
+    identity: str
+    solver: str
+    sandbox: str
+    options: dict[str, Any]
+    started_at: str
+    finished_at: str | None
+    state: str
+    reason: str | None
+    report: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    seq: int
+    phase: str
+    task_id: str
+    epoch: int
+    record: dict[str, Any]
+    prev_digest: str
+    digest: str
+
+
+class Ledger:
+    """One open ledger. Use one instance per thread; writes happen on the caller's thread."""
+
+    def __init__(self, path: Path | str, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise BadInput(f"{self.path}: ledger not found (give --ledger PATH or run a command "
+                           "that creates it)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA busy_timeout=60000")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise BadInput(f"{self.path}: not a sealbench ledger ({exc})") from None
+        self.artifacts = self.path.with_name(self.path.name + ".artifacts")
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise BadInput(f"{self.path}: ledger schema v{version} is newer than this sealbench "
+                           f"(v{SCHEMA_VERSION}); upgrade sealbench")
+        if version == 0:
+            # one script, one transaction: two processes creating one ledger serialize here
+            self.db.executescript(
+                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
+                f"INSERT OR IGNORE INTO meta VALUES ('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
+                "COMMIT;"
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE: take the write lock up front so two runs never deadlock."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ artifacts
+
+    def put_artifact(self, data: bytes) -> str:
+        """Store bytes under their sha256; identical bytes are stored once."""
+        digest = hashlib.sha256(data).hexdigest()
+        target = self.artifacts / digest[:2] / digest
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        return digest
+
+    def get_artifact(self, digest: str) -> bytes:
+        data = (self.artifacts / digest[:2] / digest).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise Refused(f"{self.artifacts}: artifact {digest} does not match its digest")
+        return data
+
+    # ------------------------------------------------------------------ protocols
+
+    def register_protocol(self, protocol_id: str, identity: str, directory: str) -> None:
+        """Record protocol_id -> identity; a changed exam under an old name is refused."""
+        with self.transaction() as db:
+            row = db.execute("SELECT identity FROM protocols WHERE protocol_id=?",
+                             (protocol_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO protocols VALUES (?,?,?,?)",
+                           (protocol_id, identity, now(), directory))
+            elif row[0] != identity:
+                raise Refused(
+                    f"protocol_id '{protocol_id}' was sealed before as {row[0]}; this content "
+                    f"is {identity}. A changed exam needs a new protocol_id: old percentages "
+                    "are not comparable with new ones"
+                )
+
+    def protocol_identity(self, protocol_id: str) -> str | None:
+        row = self.db.execute("SELECT identity FROM protocols WHERE protocol_id=?",
+                              (protocol_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # ------------------------------------------------------------------ runs
+
+    def create_run(self, run_id: str, protocol_id: str, identity: str, solver: str,
+                   sandbox: str, options: dict[str, Any]) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, protocol_id, identity, solver, sandbox, options,"
+                " started_at, state) VALUES (?,?,?,?,?,?,?, 'running')",
+                (run_id, protocol_id, identity, solver, sandbox, json.dumps(options), now()),
+            )
+
+    def finish_run(self, run_id: str, state: str, reason: str | None = None,
+                   report: dict[str, Any] | None = None) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET state=?, reason=?, report=?,"
+                " finished_at=COALESCE(finished_at, ?) WHERE run_id=?",
+                (state, reason, json.dumps(report, sort_keys=True) if report else None, now(),
+                 run_id),
+            )
+
+    def run(self, run_id: str) -> RunRow:
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            raise BadInput(f"{self.path}: no run '{run_id}' in this ledger (see `sealbench runs`)")
+        return _run_row(row)
+
+    def runs(self) -> list[RunRow]:
+        rows = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, run_id DESC")
+        return [_run_row(r) for r in rows.fetchall()]
+
+    # ------------------------------------------------------------------ attempts
+
+    def add_attempt(self, run_id: str, phase: str, task_id: str, epoch: int,
+                    record: dict[str, Any]) -> AttemptRow:
+        """Append one finished attempt to its run's hash chain, in one transaction."""
+        with self.transaction() as db:
+            last = db.execute(
+                "SELECT seq, digest FROM attempts WHERE run_id=? ORDER BY seq DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            seq, prev = (0, GENESIS) if last is None else (last[0] + 1, last[1])
+            body = {"run_id": run_id, "seq": seq, "phase": phase, "task_id": task_id,
+                    "epoch": epoch, **record}
+            digest = chain_digest(prev, body)
+            db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
+                       (run_id, seq, phase, task_id, epoch, json.dumps(record, sort_keys=True),
+                        prev, digest))
+        return AttemptRow(seq, phase, task_id, epoch, record, prev, digest)
+
+    def attempts(self, run_id: str, phase: str | None = None) -> list[AttemptRow]:
+        query = "SELECT seq, phase, task_id, epoch, record, prev_digest, digest FROM attempts " \
+                "WHERE run_id=?"
+        args: tuple[str, ...] = (run_id,)
+        if phase is not None:
+            query += " AND phase=?"
+            args = (run_id, phase)
+        rows = self.db.execute(query + " ORDER BY seq", args).fetchall()
+        return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+
+    def verify_chain(self, run_id: str) -> list[str]:
+        """Problems with a run's attempt chain: edited, deleted or reordered records."""
+        problems: list[str] = []
+        prev = GENESIS
+        for expected_seq, row in enumerate(self.attempts(run_id)):
+            body = {"run_id": run_id, "seq": row.seq, "phase": row.phase,
+                    "task_id": row.task_id, "epoch": row.epoch, **row.record}
+            label = f"attempt seq {row.seq} ({row.phase} {row.task_id} epoch {row.epoch})"
+            if row.seq != expected_seq:
+                problems.append(f"{label}: sequence gap, a record before it was deleted")
+            if row.prev_digest != prev:
+                problems.append(f"{label}: does not follow the previous record (deleted or "
+                                "reordered)")
+            if chain_digest(row.prev_digest, body) != row.digest:
+                problems.append(f"{label}: content does not match its digest (edited)")
+            prev = row.digest
+        return problems
+
+
+def _run_row(row: tuple[Any, ...]) -> RunRow:
+    return RunRow(
+        run_id=row[0], protocol_id=row[1], identity=row[2], solver=row[3], sandbox=row[4],
+        options=json.loads(row[5]), started_at=row[6], finished_at=row[7], state=row[8],
+        reason=row[9], report=json.loads(row[10]) if row[10] else None,
+    )

@@ -1,0 +1,485 @@
+"""Load and validate a protocol directory (DESIGN.md §2).
+
+Everything a later stage relies on is checked here, once, and every problem is reported with
+file, line and field: a user fixing a 50-row JSONL file should not have to run `seal` 50 times.
+Paths are resolved here too, and nothing that leads outside the protocol directory survives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sealbench.errors import BadInput, Problem
+
+SCHEMA = "agent-bench-protocol/v1"
+PENDING_SEAL = "PENDING_SEAL"
+PROTOCOL_FILE = "protocol.yaml"
+SEALED_FILE = "protocol.sealed.yaml"
+LOCK_FILE = "protocol.lock"
+TASK_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+CONTROL_CLASSES = ("must_pass", "must_fail", "must_refuse")
+KNOWN_FORBIDDEN_FIELDS = ("single_percentage_only",)
+ControlClass = Literal["must_pass", "must_fail", "must_refuse"]
+Kind = Literal["dataset", "null_pack"]
+
+
+class _Strict(BaseModel):
+    """Unknown keys are refused: a typo like `max_files_touchd` must not silently mean 'default'."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetRef(_Strict):
+    path: str
+    sha256: str = PENDING_SEAL
+
+
+class MetricRef(_Strict):
+    module: str
+    sha256: str = PENDING_SEAL
+
+
+class Budget(_Strict):
+    timeout_sec: float = Field(gt=0)
+    max_files_touched: int | None = Field(default=None, ge=1)
+    network: bool = False
+    sandbox: Literal["auto", "required"] = "auto"
+
+
+class Rules(_Strict):
+    must_pass: list[str] = Field(default_factory=list)
+    must_fail: list[str] = Field(default_factory=list)
+    must_refuse: list[str] = Field(default_factory=list)
+
+    def class_of(self) -> dict[str, str]:
+        """Map each control id to the class its rule gives it."""
+        return {tid: cls for cls in CONTROL_CLASSES for tid in getattr(self, cls)}
+
+
+class NullPackRef(_Strict):
+    path: str
+    sha256: str = PENDING_SEAL
+    rules: Rules = Field(default_factory=Rules)
+
+
+class Publish(_Strict):
+    min_n: int = Field(ge=1)
+    require_ci: bool = True
+    forbidden_fields: list[str] = Field(default_factory=list)
+    ci_method: Literal["bootstrap", "wilson", "clopper-pearson"] = "bootstrap"
+
+
+class SolverSpec(_Strict):
+    # The seed's protocol names no source and its solver prints the diff: stdout is the default.
+    diff_source: Literal["workspace", "stdout"] = "stdout"
+
+
+class ProtocolSpec(_Strict):
+    """The parsed `protocol.yaml`. Field docs live in docs/protocol.md."""
+
+    schema_: str = Field(alias="schema")
+    protocol_id: str = Field(min_length=1)
+    dataset: DatasetRef
+    metric: MetricRef
+    budget: Budget
+    null_pack: NullPackRef
+    publish: Publish
+    solver: SolverSpec = Field(default_factory=SolverSpec)
+
+
+class TaskRow(BaseModel):
+    """One line of a dataset or null-pack file. Extra keys are kept (hashed, never interpreted)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    oracle: str
+    repo: str | None = None
+    prompt: str = ""
+    stratum: str | None = None
+    cluster: str | None = None
+    forbidden: list[str] = Field(default_factory=list)
+    expected_class: ControlClass | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """A validated row with its paths resolved inside the protocol directory."""
+
+    id: str
+    kind: Kind
+    oracle: Path
+    repo: Path | None
+    prompt: str
+    stratum: str | None
+    cluster: str | None
+    forbidden: tuple[str, ...]
+    expected_class: ControlClass | None
+    source: str
+    line: int
+
+
+@dataclass
+class Protocol:
+    """A loaded protocol directory: the spec, its tasks, and where each came from."""
+
+    root: Path
+    path: Path
+    text: str
+    spec: ProtocolSpec
+    dataset: list[Task]
+    null_pack: list[Task]
+    lines: dict[tuple[str | int, ...], int] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> list[Task]:
+        return [*self.null_pack, *self.dataset]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.root / relative).resolve()
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+def yaml_line_map(text: str) -> dict[tuple[str | int, ...], int]:
+    """Map each key path of a YAML document to its 1-based line, for error messages.
+
+    `yaml.safe_load` forgets where things were; composing the node graph (no object
+    construction, so it is as safe as safe_load) keeps the marks.
+    """
+    lines: dict[tuple[str | int, ...], int] = {}
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                key_path = (*path, str(key.value))
+                walk(value, key_path)
+                lines[key_path] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def line_of(lines: dict[tuple[str | int, ...], int], loc: tuple[str | int, ...]) -> int | None:
+    """The line of the deepest known prefix of loc (a missing key points at its parent)."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def dotted(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(part) for part in loc if part != "schema_") or "(document)"
+
+
+def parse_yaml(path: Path, display_name: str) -> tuple[Any, str, dict[tuple[str | int, ...], int]]:
+    """Read a YAML file safely, turning every failure into a located BadInput."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput("", [Problem(display_name, "file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput("", [Problem(display_name, f"cannot be read: {exc}")]) from None
+    try:
+        data = yaml.safe_load(text)
+        lines = yaml_line_map(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise BadInput("", [Problem(display_name, f"malformed YAML: {exc.problem}", line)]) from None
+    except yaml.YAMLError as exc:
+        raise BadInput("", [Problem(display_name, f"malformed YAML: {exc}")]) from None
+    return data, text, lines
+
+
+def validate_spec(
+    data: Any, lines: dict[tuple[str | int, ...], int], display_name: str
+) -> ProtocolSpec:
+    """Check the document against the v1 model, reporting every field problem at once."""
+    if not isinstance(data, dict):
+        raise BadInput("", [Problem(display_name, "must be a YAML mapping of protocol fields", 1)])
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        line = line_of(lines, ("schema",))
+        msg = f"must be '{SCHEMA}', found {schema!r}; other schema versions are not supported"
+        raise BadInput("", [Problem(display_name, msg, line, "schema")])
+    try:
+        return ProtocolSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            Problem(
+                display_name,
+                _pydantic_message(err),
+                line_of(lines, tuple(err["loc"])),
+                dotted(tuple(err["loc"])),
+            )
+            for err in exc.errors()
+        ]
+        raise BadInput("", problems) from None
+
+
+def _pydantic_message(err: Any) -> str:
+    if err["type"] == "missing":
+        return "is required but missing"
+    if err["type"] == "extra_forbidden":
+        return "is not a field of agent-bench-protocol/v1 (typo?)"
+    return str(err["msg"]).rstrip(".").lower().replace("value error, ", "")
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def resolve_inside(root: Path, relative: str) -> tuple[Path | None, str | None]:
+    """Resolve a protocol path, or say why it may not be used.
+
+    Absolute paths, `..` escapes and symlinks whose target lies outside are all refused: the
+    sealed identity must cover everything a score depends on, and nothing outside is sealed.
+    """
+    if not relative or not isinstance(relative, str):
+        return None, "must be a non-empty path"
+    if os.path.isabs(relative):
+        return None, f"'{relative}' is absolute; paths must be relative to the protocol directory"
+    candidate = (root / relative).resolve()
+    if not candidate.is_relative_to(root.resolve()):
+        return None, f"'{relative}' leads outside the protocol directory"
+    return candidate, None
+
+
+def fixture_files(repo: Path) -> Iterator[Path]:
+    """Every non-directory entry of a fixture, sorted, `.git` excluded, symlinks not followed."""
+    for dirpath, dirnames, filenames in os.walk(repo, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        dirnames_links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in sorted([*filenames, *dirnames_links]):
+            yield Path(dirpath) / name
+        dirnames[:] = [d for d in dirnames if d not in dirnames_links]
+
+
+def symlink_escapes(link: Path, root: Path) -> bool:
+    """True when a symlink inside a fixture points outside the protocol directory."""
+    target = Path(os.path.normpath(link.parent / os.readlink(link)))
+    return not target.is_relative_to(root.resolve()) and not target.is_relative_to(root)
+
+
+# --------------------------------------------------------------------------- JSONL tasks
+
+
+def read_task_rows(
+    path: Path, display_name: str, kind: Kind, root: Path
+) -> tuple[list[Task], list[Problem]]:
+    """Parse a task file line by line; collect every problem instead of stopping at the first."""
+    tasks: list[Task] = []
+    problems: list[Problem] = []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return [], [Problem(display_name, f"cannot be read: {exc.strerror or exc}")]
+    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        task, row_problems = _parse_row(line, number, display_name, kind, root)
+        problems.extend(row_problems)
+        if task is not None:
+            tasks.append(task)
+    return tasks, problems
+
+
+def _parse_row(
+    line: str, number: int, display_name: str, kind: Kind, root: Path
+) -> tuple[Task | None, list[Problem]]:
+    def problem(message: str, fld: str | None = None) -> Problem:
+        return Problem(display_name, message, number, fld)
+
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, [problem(f"malformed JSON: {exc.msg} at column {exc.colno}")]
+    if not isinstance(data, dict):
+        return None, [problem("must be a JSON object")]
+    try:
+        row = TaskRow.model_validate(data)
+    except ValidationError as exc:
+        return None, [problem(_pydantic_message(e), dotted(tuple(e["loc"]))) for e in exc.errors()]
+    problems: list[Problem] = []
+    if not TASK_ID_PATTERN.match(row.id):
+        problems.append(problem(f"'{row.id}' is not a valid id ([A-Za-z0-9._-]+)", "id"))
+    if kind == "null_pack" and row.expected_class is None:
+        problems.append(problem("is required on null-pack rows", "expected_class"))
+    oracle, why = resolve_inside(root, row.oracle)
+    if why:
+        problems.append(problem(why, "oracle"))
+    elif oracle is not None and not oracle.is_file():
+        problems.append(problem(f"'{row.oracle}' does not exist", "oracle"))
+    repo: Path | None = None
+    if row.repo is not None:
+        repo, why = resolve_inside(root, row.repo)
+        if why:
+            problems.append(problem(why, "repo"))
+        elif repo is not None and not repo.is_dir():
+            problems.append(problem(f"'{row.repo}' is not a directory", "repo"))
+        elif repo is not None:
+            problems.extend(problem(msg, "repo") for msg in _fixture_problems(repo, root))
+    for index, forbidden in enumerate(row.forbidden):
+        if os.path.isabs(forbidden) or ".." in Path(forbidden).parts or not forbidden:
+            problems.append(
+                problem(f"'{forbidden}' must be a path inside the workspace", f"forbidden.{index}")
+            )
+    if problems or oracle is None:
+        return None, problems
+    return Task(
+        id=row.id,
+        kind=kind,
+        oracle=oracle,
+        repo=repo,
+        prompt=row.prompt,
+        stratum=row.stratum,
+        cluster=row.cluster,
+        forbidden=tuple(os.path.normpath(f) for f in row.forbidden),
+        expected_class=row.expected_class,
+        source=display_name,
+        line=number,
+    ), []
+
+
+def _fixture_problems(repo: Path, root: Path) -> list[str]:
+    return [
+        f"symlink '{link.relative_to(repo)}' leads outside the protocol directory"
+        for link in fixture_files(repo)
+        if link.is_symlink() and symlink_escapes(link, root)
+    ]
+
+
+# --------------------------------------------------------------------------- whole protocol
+
+
+def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
+    """Load `protocol.yaml` (or the sealed copy) and its task files, validating everything.
+
+    Raises BadInput listing every problem found, each with file, line and field.
+    """
+    root = Path(directory).resolve()
+    if not root.is_dir():
+        raise BadInput(f"{directory}: protocol directory not found")
+    name = SEALED_FILE if sealed else PROTOCOL_FILE
+    data, text, lines = parse_yaml(root / name, name)
+    spec = validate_spec(data, lines, name)
+    problems: list[Problem] = []
+    loaded: dict[Kind, list[Task]] = {"dataset": [], "null_pack": []}
+    for kind, ref_path, loc in (
+        ("dataset", spec.dataset.path, ("dataset", "path")),
+        ("null_pack", spec.null_pack.path, ("null_pack", "path")),
+    ):
+        task_file, why = resolve_inside(root, ref_path)
+        if why or task_file is None:
+            problems.append(Problem(name, why or "", line_of(lines, loc), dotted(loc)))
+            continue
+        if not task_file.is_file():
+            problems.append(
+                Problem(name, f"'{ref_path}' does not exist", line_of(lines, loc), dotted(loc))
+            )
+            continue
+        tasks, row_problems = read_task_rows(task_file, _rel(task_file, root), kind, root)
+        loaded[kind] = tasks
+        problems.extend(row_problems)
+    metric, why = resolve_inside(root, spec.metric.module)
+    loc = ("metric", "module")
+    if why:
+        problems.append(Problem(name, why, line_of(lines, loc), dotted(loc)))
+    elif metric is not None and not metric.is_file():
+        problems.append(
+            Problem(name, f"'{spec.metric.module}' does not exist", line_of(lines, loc), dotted(loc))
+        )
+    protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"], lines)
+    problems.extend(_cross_checks(protocol, name))
+    if problems:
+        raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
+    return protocol
+
+
+def _rel(path: Path, root: Path) -> str:
+    return str(path.relative_to(root))
+
+
+def _cross_checks(protocol: Protocol, name: str) -> list[Problem]:
+    """Checks that span files: unique ids, rules agreeing with rows, publish floor."""
+    problems: list[Problem] = []
+    seen: dict[str, Task] = {}
+    for task in protocol.tasks:
+        if task.id in seen:
+            first = seen[task.id]
+            problems.append(
+                Problem(
+                    task.source,
+                    f"duplicate id '{task.id}' (first at {first.source}:{first.line})",
+                    task.line,
+                    "id",
+                )
+            )
+        else:
+            seen[task.id] = task
+    spec, lines = protocol.spec, protocol.lines
+    rule_class = spec.null_pack.rules.class_of()
+    controls = {t.id: t for t in protocol.null_pack}
+    for cls in CONTROL_CLASSES:
+        for index, tid in enumerate(getattr(spec.null_pack.rules, cls)):
+            loc = ("null_pack", "rules", cls, index)
+            if tid not in controls:
+                problems.append(
+                    Problem(
+                        name,
+                        f"names '{tid}', which is not a row of {spec.null_pack.path}",
+                        line_of(lines, loc),
+                        dotted(loc),
+                    )
+                )
+    for task in protocol.null_pack:
+        expected = rule_class.get(task.id)
+        if expected is None:
+            problems.append(
+                Problem(task.source, f"'{task.id}' is not listed in any null_pack.rules list",
+                        task.line, "id")
+            )
+        elif expected != task.expected_class:
+            problems.append(
+                Problem(
+                    task.source,
+                    f"says {task.expected_class} but null_pack.rules lists '{task.id}' "
+                    f"under {expected}",
+                    task.line,
+                    "expected_class",
+                )
+            )
+    if protocol.dataset and len(protocol.dataset) < spec.publish.min_n:
+        loc = ("publish", "min_n")
+        problems.append(
+            Problem(
+                name,
+                f"is {spec.publish.min_n} but the dataset has only {len(protocol.dataset)} tasks",
+                line_of(lines, loc),
+                dotted(loc),
+            )
+        )
+    for index, value in enumerate(spec.publish.forbidden_fields):
+        if value not in KNOWN_FORBIDDEN_FIELDS:
+            loc = ("publish", "forbidden_fields", index)
+            problems.append(
+                Problem(name, f"'{value}' is unknown (known: {', '.join(KNOWN_FORBIDDEN_FIELDS)})",
+                        line_of(lines, loc), dotted(loc))
+            )
+    return problems

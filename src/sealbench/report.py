@@ -1,0 +1,178 @@
+"""Reports, recomputed from the ledger alone (DESIGN.md §7–8).
+
+A report is a pure function of the ledger: the same run always gives the same bytes, and a
+reader holding the ledger can recompute every figure. A rate never appears without its protocol
+identity, n and 95% interval, and never for a run whose gate did not pass.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from sealbench import __version__
+from sealbench.gate import evaluate
+from sealbench.ledger import Ledger, RunRow
+from sealbench.solver import OUTCOMES
+from sealbench.stats import derive_seed, headline
+
+REPORT_FORMAT = "sealbench-report/v1"
+
+
+class NotPublishable(Exception):
+    """The run's records do not allow a rate: the message says why, with no figure in it."""
+
+
+def task_scores(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
+    """Per dataset task: mean score over its scored epochs, and its stratum and cluster."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in ledger.attempts(run_id, "dataset"):
+        grouped[row.task_id].append(row.record)
+    scores: dict[str, dict[str, Any]] = {}
+    for task_id in sorted(grouped):
+        scored = [r for r in grouped[task_id] if r["outcome"] != "infrastructure_error"]
+        if not scored:
+            continue
+        first = scored[0]
+        scores[task_id] = {
+            "score": sum(1.0 if r["outcome"] == "pass" else 0.0 for r in scored) / len(scored),
+            "epochs": len(scored),
+            "stratum": first.get("stratum"),
+            "cluster": first.get("cluster"),
+        }
+    return scores
+
+
+def outcome_counts(ledger: Ledger, run_id: str, phase: str) -> dict[str, int]:
+    counts = dict.fromkeys((*OUTCOMES, "infrastructure_error"), 0)
+    for row in ledger.attempts(run_id, phase):
+        counts[row.record["outcome"]] = counts.get(row.record["outcome"], 0) + 1
+    return counts
+
+
+def gate_section(ledger: Ledger, run: RunRow) -> dict[str, Any]:
+    rules: dict[str, str] = run.options["rules"]
+    records = {row.task_id: row.record for row in ledger.attempts(run.run_id, "null_pack")}
+    gate = evaluate(rules, records)
+    return {"passed": gate.passed, "controls": [c.as_dict() for c in gate.controls]}
+
+
+def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    """The published report of a run, from the ledger alone; NotPublishable when none may be."""
+    run = ledger.run(run_id)
+    null_pack = gate_section(ledger, run)
+    if not null_pack["passed"]:
+        raise NotPublishable("the null pack did not pass: " + "; ".join(
+            c["reason"] for c in null_pack["controls"] if c["reason"]))
+    options = run.options
+    scores = task_scores(ledger, run_id)
+    n = len(scores)
+    if n < options["min_n"]:
+        raise NotPublishable(f"only {n} dataset tasks were scored; publish.min_n is "
+                             f"{options['min_n']}")
+    values = [s["score"] for s in scores.values()]
+    strata = _labels(scores, "stratum")
+    clusters = _labels(scores, "cluster")
+    seed = derive_seed(run.identity, run.run_id)
+    head = headline(values, seed=seed, method=options["ci_method"], strata=strata,
+                    clusters=clusters)
+    counts = outcome_counts(ledger, run_id, "dataset")
+    return {
+        "format": REPORT_FORMAT,
+        "protocol_id": run.protocol_id,
+        "identity": run.identity,
+        "run_id": run.run_id,
+        "solver": {"command": run.solver},
+        "sandbox": run.sandbox,
+        "n": head.n,
+        "mean": head.mean,
+        "ci95": list(head.ci95),
+        "ci_method": head.method,
+        "interval": {
+            "method_requested": head.method_requested,
+            "seed": head.seed,
+            "resamples": head.resamples,
+            "degenerate": head.degenerate,
+            "note": head.note,
+            "wilson95": list(head.wilson95) if head.wilson95 is not None else None,
+            "stderr": head.stderr,
+            "clustered_stderr": head.clustered_stderr,
+            "stratified": strata is not None,
+            "clustered": clusters is not None,
+        },
+        "epochs": options["epochs"],
+        "outcomes": {k: v for k, v in counts.items() if k != "infrastructure_error"},
+        "infrastructure_errors": counts.get("infrastructure_error", 0),
+        "null_pack": null_pack,
+        "publish": {"min_n": options["min_n"], "require_ci": options["require_ci"]},
+        "timings": _timings(ledger, run),
+        "records": {"ledger": str(ledger.path.resolve()),
+                    "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id},
+        "sealbench_version": __version__,
+    }
+
+
+def _labels(scores: dict[str, dict[str, Any]], key: str) -> list[str] | None:
+    """Labels for resampling, only when every scored task carries one."""
+    labels = [s[key] for s in scores.values()]
+    return [str(label) for label in labels] if all(label is not None for label in labels) \
+        else None
+
+
+def _timings(ledger: Ledger, run: RunRow) -> dict[str, Any]:
+    durations = [r.record.get("duration", 0.0) for r in ledger.attempts(run.run_id)]
+    return {"started_at": run.started_at, "finished_at": run.finished_at,
+            "attempt_seconds_total": round(sum(durations), 3), "attempts": len(durations)}
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=True) + "\n"
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def headline_text(report: dict[str, Any]) -> str:
+    """The one-line figure: never a rate without n and its interval."""
+    lo, hi = report["ci95"]
+    return (f"{pct(report['mean'])} (95% CI {pct(lo)}–{pct(hi)}, {report['ci_method']}; "
+            f"n = {report['n']})")
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# sealbench report — {report['protocol_id']}",
+        "",
+        f"**{headline_text(report)}**",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| protocol identity | `{report['identity']}` |",
+        f"| run | `{report['run_id']}` |",
+        f"| solver | `{report['solver']['command']}` |",
+        f"| sandbox | {report['sandbox']} |",
+        f"| n (scored tasks) | {report['n']} |",
+        f"| epochs | {report['epochs']} |",
+        f"| interval | {report['ci_method']}, seed {report['interval']['seed']} |",
+        f"| infrastructure errors (not scored) | {report['infrastructure_errors']} |",
+        "",
+        "## Outcomes",
+        "",
+        "| outcome | attempts |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in report["outcomes"].items()],
+        "",
+        "## Null pack",
+        "",
+        "| control | rule | outcome | ok |",
+        "|---|---|---|---|",
+        *[f"| {c['id']} | {c['rule']} | {c['outcome']} | {'yes' if c['ok'] else 'NO'} |"
+          for c in report["null_pack"]["controls"]],
+        "",
+    ]
+    if report["interval"]["note"]:
+        lines[3:3] = [f"_{report['interval']['note']}_", ""]
+    lines.append(f"Records: ledger `{report['records']['ledger']}`, run `{report['run_id']}`.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,235 @@
+"""`sealbench run`: verify, null pack, gate, dataset, report (DESIGN.md §1, §4–5).
+
+The order is the contract. Nothing here computes a rate before the gate has passed; progress
+events carry counts of finished attempts only.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sealbench.errors import BadInput, Refused
+from sealbench.gate import evaluate
+from sealbench.harness import Finished, Harness, InfraFailure
+from sealbench.ledger import Ledger
+from sealbench.protocol import Task
+from sealbench.report import NotPublishable, build_report, to_json, to_markdown
+from sealbench.sandbox import Sandbox, detect
+from sealbench.seal import Sealed, verify
+from sealbench.solver import AttemptResult, CommandSolver
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything a user can choose about a run (the CLI flags of `sealbench run`)."""
+
+    jobs: int = 1
+    timeout_scale: float = 1.0
+    epochs: int = 1
+    report_path: Path | None = None
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    report: dict[str, Any]
+    report_path: Path
+    markdown_path: Path
+    sandbox: Sandbox = field(repr=False)
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def parse_solver(command: str, protocol_root: Path) -> tuple[str, ...]:
+    """Split the solver command; make its relative paths absolute (it runs in the workspace,
+    not where the user typed the command)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise BadInput(f"--solver: cannot parse {command!r}: {exc}") from None
+    if not argv:
+        raise BadInput("--solver: the command is empty")
+    resolved = []
+    for arg in argv:
+        candidate = Path(arg)
+        if "/" in arg and candidate.exists():
+            absolute = candidate.resolve()
+            if absolute.is_relative_to(protocol_root):
+                raise BadInput(f"--solver: '{arg}' lies inside the protocol directory, which "
+                               "the sandbox hides from the solver; keep the solver outside it")
+            arg = str(absolute)
+        resolved.append(arg)
+    return tuple(resolved)
+
+
+def solver_files(argv: tuple[str, ...], hidden: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Files the command names, and their directories when that exposes nothing hidden.
+
+    The sandbox has a private /tmp, so a solver script kept in a temporary directory would
+    otherwise vanish; its directory is shown too (for helpers beside it) unless that directory
+    contains something the sandbox hides, such as the run's scratch space in /tmp.
+    """
+    visible: list[Path] = []
+    for arg in argv:
+        path = Path(arg)
+        if not path.is_absolute() or not path.exists():
+            continue
+        visible.append(path)
+        parent = path.parent
+        if path.is_file() and parent != Path("/") and not any(
+            h == parent or h.is_relative_to(parent) for h in hidden
+        ):
+            visible.append(parent)
+    return tuple(dict.fromkeys(visible))
+
+
+def attempt_record(task: Task, result: Finished, ledger: Ledger) -> dict[str, Any]:
+    """What the ledger keeps of one attempt; bulky bytes go to the artifact store."""
+    base: dict[str, Any] = {"stratum": task.stratum, "cluster": task.cluster}
+    if isinstance(result, InfraFailure):
+        return {**base, "outcome": "infrastructure_error", "detail": result.detail,
+                "tries": result.tries, "duration": 0.0}
+    assert isinstance(result, AttemptResult)
+    return {
+        **base,
+        "outcome": result.outcome,
+        "detail": result.detail,
+        "score": 1 if result.outcome == "pass" else 0,
+        "diff": ledger.put_artifact(result.diff),
+        "stdout": ledger.put_artifact(result.stdout),
+        "stderr": ledger.put_artifact(result.stderr),
+        "metric": result.metric.raw if result.metric else None,
+        "files_touched": result.files_touched,
+        "forbidden_written": list(result.forbidden_written),
+        "returncode": result.returncode,
+        "duration": round(result.duration, 4),
+    }
+
+
+class Run:
+    """One run of a solver on a sealed protocol, recorded in a ledger as it goes."""
+
+    def __init__(self, sealed: Sealed, solver_command: str, ledger: Ledger,
+                 options: RunOptions, on_event: Event) -> None:
+        self.sealed = sealed
+        self.ledger = ledger
+        self.options = options
+        self.emit = on_event
+        self.command = solver_command
+        spec = sealed.protocol.spec
+        argv = parse_solver(solver_command, sealed.protocol.root)
+        self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
+        if self.sandbox.kind == "none":
+            if spec.budget.sandbox == "required":
+                raise Refused(f"{sealed.protocol.path.name}: budget.sandbox is 'required' but "
+                              f"no sandbox is available: {self.sandbox.reason}")
+            self.emit("warning", {"message": f"running WITHOUT a sandbox: {self.sandbox.reason}."
+                                  " The solver can read the oracles; reports say sandbox: none"})
+        self.run_id = new_run_id()
+        reports = ledger.path.parent / "reports"
+        self.report_path = options.report_path or reports / f"{self.run_id}.json"
+        temp = Path(tempfile.gettempdir()).resolve()
+        self.solver = CommandSolver(argv, visible=solver_files(
+            argv, (*self.hidden(), sealed.protocol.root, temp / "sealbench-run-")))
+
+    def hidden(self) -> tuple[Path, ...]:
+        db = self.ledger.path.resolve()
+        return (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
+                self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve())
+
+    def execute(self) -> RunResult:
+        spec = self.sealed.protocol.spec
+        self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
+                               self.command, self.sandbox.kind, self._ledger_options())
+        self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
+        try:
+            with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
+                         timeout_scale=self.options.timeout_scale,
+                         hidden=self.hidden()) as harness:
+                self._phase(harness, "null_pack",
+                            [(t, 0) for t in self.sealed.protocol.null_pack])
+                self._gate(spec.null_pack.rules.class_of())
+                self._phase(harness, "dataset",
+                            [(t, e) for e in range(self.options.epochs)
+                             for t in self.sealed.protocol.dataset])
+        except BaseException as exc:
+            if not isinstance(exc, Refused):
+                self.ledger.finish_run(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
+            raise
+        return self._publish()
+
+    def _ledger_options(self) -> dict[str, Any]:
+        spec = self.sealed.protocol.spec
+        return {
+            "jobs": self.options.jobs, "timeout_scale": self.options.timeout_scale,
+            "epochs": self.options.epochs, "min_n": spec.publish.min_n,
+            "require_ci": spec.publish.require_ci, "ci_method": spec.publish.ci_method,
+            "rules": spec.null_pack.rules.class_of(),
+            "protocol_dir": str(self.sealed.protocol.root),
+            "sandbox_reason": self.sandbox.reason,
+        }
+
+    def _phase(self, harness: Harness, phase: str, jobs: list[tuple[Task, int]]) -> None:
+        self.emit("phase", {"phase": phase, "total": len(jobs)})
+
+        def finished(task: Task, epoch: int, result: Finished) -> None:
+            record = attempt_record(task, result, self.ledger)
+            self.ledger.add_attempt(self.run_id, phase, task.id, epoch, record)
+            self.emit("attempt", {"phase": phase, "task_id": task.id})
+
+        harness.run_all(jobs, self.solver, self.options.jobs, finished)
+
+    def _gate(self, rules: dict[str, str]) -> None:
+        records = {r.task_id: r.record for r in self.ledger.attempts(self.run_id, "null_pack")}
+        gate = evaluate(rules, records)
+        self.emit("gate", {"passed": gate.passed,
+                           "controls": [c.as_dict() for c in gate.controls]})
+        if not gate.passed:
+            reasons = gate.reasons()
+            self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
+            raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
+                          "computed", reasons)
+
+    def _publish(self) -> RunResult:
+        self.ledger.finish_run(self.run_id, "finished")
+        try:
+            report = build_report(self.ledger, self.run_id)
+        except NotPublishable as exc:
+            self.ledger.finish_run(self.run_id, "refused", str(exc))
+            raise Refused(f"run {self.run_id} refused: {exc}") from None
+        self.ledger.finish_run(self.run_id, "published", None, report)
+        json_path = self.report_path
+        md_path = json_path.with_suffix(".md")
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(to_json(report), encoding="utf-8")
+        md_path.write_text(to_markdown(report), encoding="utf-8")
+        return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+
+
+def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
+        options: RunOptions | None = None,
+        on_event: Event = lambda _kind, _data: None) -> RunResult:
+    """Verify the protocol, then run the solver behind the null-pack gate and publish."""
+    options = options or RunOptions()
+    if options.jobs < 1 or options.epochs < 1 or options.timeout_scale <= 0:
+        raise BadInput("--jobs and --epochs must be >= 1 and --timeout-scale > 0")
+    sealed = verify(directory, ledger=ledger)
+    ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
+    return Run(sealed, solver_command, ledger, options, on_event).execute()
+
+
+def default_jobs() -> int:
+    return max(1, (os.cpu_count() or 1))

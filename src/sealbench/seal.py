@@ -1,0 +1,370 @@
+"""Sealing, identity and verification (DESIGN.md §3).
+
+A sealed protocol is `protocol.sealed.yaml` (the user's file with every PENDING_SEAL digest
+filled in) plus `protocol.lock` (the manifest of every file that can change a score). The
+identity is one digest over the canonical sealed spec and the manifest: change a task, an
+oracle, a fixture byte, the metric, the budget or a publish rule and it is another exam.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sealbench.errors import BadInput, Problem, Refused
+from sealbench.harness import Harness, SealedFile
+from sealbench.ledger import Ledger, canonical
+from sealbench.protocol import (
+    LOCK_FILE,
+    PENDING_SEAL,
+    PROTOCOL_FILE,
+    SEALED_FILE,
+    Protocol,
+    ProtocolSpec,
+    Task,
+    fixture_files,
+    line_of,
+    load,
+    parse_yaml,
+    validate_spec,
+)
+from sealbench.sandbox import Sandbox
+from sealbench.solver import DoNothingSolver, OracleSolver, Solver
+
+LOCK_FORMAT = "sealbench-lock/v1"
+IDENTITY_FORMAT = "sealbench-identity/v1"
+CHUNK = 1 << 20
+Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture"]
+DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
+                                              ("null_pack", "path"))
+
+
+class LockedFile(BaseModel):
+    """One file whose bytes can change a score."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    role: Role
+    sha256: str
+    size: int
+    mode: str
+
+
+class Lock(BaseModel):
+    """`protocol.lock`: the manifest and the identity derived from it (docs/formats.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["sealbench-lock/v1"]
+    protocol_id: str
+    identity: str
+    sealed_yaml_sha256: str
+    files: list[LockedFile]
+
+    def sealed_files(self) -> list[SealedFile]:
+        return [SealedFile(f.path, f.sha256, f.mode) for f in self.files]
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A protocol that passed verification: what `run` may use, and its identity."""
+
+    protocol: Protocol
+    lock: Lock
+
+    @property
+    def identity(self) -> str:
+        return self.lock.identity
+
+    @property
+    def protocol_id(self) -> str:
+        return self.lock.protocol_id
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def hash_file(path: Path) -> tuple[str, int, str]:
+    """sha256, size and git-style mode of one file, in constant memory; links not followed."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(path).encode()
+        return hashlib.sha256(target).hexdigest(), len(target), "120000"
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    mode = "100755" if info.st_mode & stat.S_IXUSR else "100644"
+    return digest.hexdigest(), info.st_size, mode
+
+
+def manifest(protocol: Protocol) -> list[LockedFile]:
+    """Every file that can change a score, each once, sorted by path."""
+    root = protocol.root
+    spec = protocol.spec
+    wanted: dict[Path, Role] = {}
+
+    def want(path: Path, role: Role) -> None:
+        wanted.setdefault(path, role)
+
+    want(protocol.resolve(spec.dataset.path), "dataset")
+    want(protocol.resolve(spec.null_pack.path), "null_pack")
+    want(protocol.resolve(spec.metric.module), "metric")
+    for task in protocol.tasks:
+        want(task.oracle, "oracle")
+        if task.repo is not None:
+            for path in fixture_files(task.repo):
+                want(path, "fixture")
+    files = []
+    for path, role in wanted.items():
+        digest, size, mode = hash_file(root / path if not path.is_absolute() else path)
+        files.append(LockedFile(path=path.relative_to(root).as_posix(), role=role,
+                                sha256=digest, size=size, mode=mode))
+    return sorted(files, key=lambda f: f.path)
+
+
+def sealed_spec_dict(spec: ProtocolSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", by_alias=True)
+
+
+def derive_identity(spec: ProtocolSpec, files: Iterable[LockedFile]) -> str:
+    """One digest over the canonical sealed spec (defaults included) and the manifest."""
+    body = {
+        "format": IDENTITY_FORMAT,
+        "protocol": sealed_spec_dict(spec),
+        "manifest": [[f.path, f.role, f.sha256, f.size, f.mode] for f in files],
+    }
+    return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+
+
+# --------------------------------------------------------------------------- sealed text
+
+
+def _digest_of(files: list[LockedFile], rel: str, root: Path) -> str:
+    path = (root / rel).resolve().relative_to(root).as_posix()
+    return next(f.sha256 for f in files if f.path == path)
+
+
+def check_declared_digests(protocol: Protocol, files: list[LockedFile]) -> list[Problem]:
+    """A digest written by hand instead of PENDING_SEAL must be the file's real digest."""
+    problems = []
+    for section, key in DIGEST_FIELDS:
+        ref = getattr(protocol.spec, section)
+        declared = ref.sha256
+        actual = _digest_of(files, getattr(ref, key), protocol.root)
+        if declared not in (PENDING_SEAL, actual):
+            loc = (section, "sha256")
+            problems.append(Problem(PROTOCOL_FILE, f"is {declared} but the file hashes to "
+                                    f"{actual}", line_of(protocol.lines, loc), ".".join(loc)))
+    return problems
+
+
+def render_sealed(protocol: Protocol, files: list[LockedFile]) -> str:
+    """protocol.yaml with each digest spliced in place, comments and layout kept; a YAML dump
+    only when a sha256 key is absent and there is no place to splice into."""
+    digests = {
+        section: _digest_of(files, getattr(getattr(protocol.spec, section), key), protocol.root)
+        for section, key in DIGEST_FIELDS
+    }
+    spans = _sha256_spans(protocol.text)
+    if set(spans) == set(digests):
+        text = protocol.text
+        for section, (start, end) in sorted(spans.items(), key=lambda kv: -kv[1][0]):
+            text = text[:start] + f'"{digests[section]}"' + text[end:]
+        return text
+    data = sealed_spec_dict(protocol.spec)
+    for section, digest in digests.items():
+        data[section]["sha256"] = digest
+    return str(yaml.safe_dump(data, sort_keys=False))
+
+
+def _sha256_spans(text: str) -> dict[str, tuple[int, int]]:
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    spans: dict[str, tuple[int, int]] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return spans
+    for key, value in root.value:
+        if key.value in dict(DIGEST_FIELDS) and isinstance(value, yaml.MappingNode):
+            for inner_key, inner in value.value:
+                if inner_key.value == "sha256" and isinstance(inner, yaml.ScalarNode):
+                    spans[key.value] = (inner.start_mark.index, inner.end_mark.index)
+    return spans
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def lock_text(lock: Lock) -> str:
+    return json.dumps(lock.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------- instrument check
+
+
+def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2) -> list[str]:
+    """Run the oracle and do-nothing solvers through the same path as any agent.
+
+    Every dataset and must_pass row must be passable (oracle passes) and failable (do-nothing
+    does not pass); must_fail rows must be able to bite (their poisoned oracle passes the
+    metric, do-nothing does not).
+    """
+    checked = [t for t in protocol.tasks
+               if t.kind == "dataset" or t.expected_class in ("must_pass", "must_fail")]
+    problems: list[str] = []
+    sealed = [SealedFile(f.path, f.sha256, f.mode) for f in files]
+    with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers")) as harness:
+        for solver, must_pass in ((OracleSolver(), True), (DoNothingSolver(), False)):
+            problems += _check_solver(harness, checked, solver, must_pass, jobs)
+    return problems
+
+
+def _check_solver(harness: Harness, tasks: list[Task], solver: Solver, must_pass: bool,
+                  jobs: int) -> list[str]:
+    problems: list[str] = []
+
+    def judge(task: Task, _epoch: int, result: object) -> None:
+        outcome = getattr(result, "outcome", "infrastructure error")
+        passed = outcome == "pass"
+        if passed != must_pass:
+            detail = getattr(result, "detail", "")
+            verb = "cannot be passed" if must_pass else "cannot be failed"
+            problems.append(f"{task.source}:{task.line}: task '{task.id}' {verb}: the "
+                            f"{solver.name} solver got {outcome} ({detail})")
+
+    harness.run_all(((t, 0) for t in tasks), solver, jobs, judge)
+    return sorted(problems)
+
+
+# --------------------------------------------------------------------------- seal / verify
+
+
+@dataclass(frozen=True)
+class SealResult:
+    protocol_id: str
+    identity: str
+    sealed_path: Path
+    lock_path: Path
+    files: int
+
+
+def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
+         check_instrument: bool = True) -> SealResult:
+    """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
+    protocol = load(directory)
+    files = manifest(protocol)
+    problems = check_declared_digests(protocol, files)
+    if problems:
+        raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
+    if check_instrument:
+        broken = instrument_problems(protocol, files, jobs)
+        if broken:
+            raise Refused("the instrument check failed: these tasks cannot be sealed",
+                          broken)
+    text = render_sealed(protocol, files)
+    sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
+    identity = derive_identity(sealed_spec, files)
+    ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
+    lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
+                sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files)
+    sealed_path = protocol.root / SEALED_FILE
+    lock_path = protocol.root / LOCK_FILE
+    write_atomic(sealed_path, text)
+    write_atomic(lock_path, lock_text(lock))
+    return SealResult(sealed_spec.protocol_id, identity, sealed_path, lock_path, len(files))
+
+
+def read_lock(root: Path) -> Lock:
+    path = root / LOCK_FILE
+    if not (root / SEALED_FILE).exists() or not path.exists():
+        raise Refused(f"{root}: protocol is not sealed (no {SEALED_FILE} / {LOCK_FILE}); "
+                      f"run `sealbench seal {root}` first")
+    try:
+        return Lock.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise Refused(f"{LOCK_FILE}: unreadable or altered ({exc.errors()[0]['msg']})") from None
+
+
+def verify(directory: Path | str, *, ledger: Ledger | None = None) -> Sealed:
+    """Re-hash everything and name each file that differs from the seal; Refused if any."""
+    root = Path(directory).resolve()
+    lock = read_lock(root)
+    problems: list[str] = []
+    sealed_text = (root / SEALED_FILE).read_bytes()
+    if hashlib.sha256(sealed_text).hexdigest() != lock.sealed_yaml_sha256:
+        problems.append(f"{SEALED_FILE}: changed since sealing")
+    try:
+        protocol = load(root, sealed=True)
+    except BadInput as exc:
+        raise Refused(f"{SEALED_FILE}: no longer a valid sealed protocol (tampered)",
+                      exc.problems) from None
+    problems += _manifest_differences(lock.files, manifest(protocol))
+    if not problems and derive_identity(protocol.spec, lock.files) != lock.identity:
+        problems.append(f"{LOCK_FILE}: identity does not match the sealed protocol (altered)")
+    problems += _source_edits(root, protocol.spec)
+    if ledger is not None:
+        known = ledger.protocol_identity(lock.protocol_id)
+        if known is not None and known != lock.identity:
+            problems.append(f"ledger {ledger.path}: protocol_id '{lock.protocol_id}' is "
+                            f"recorded as {known}, this seal is {lock.identity}")
+    if problems:
+        raise Refused(f"{root}: verification failed", problems)
+    return Sealed(protocol, lock)
+
+
+def _manifest_differences(sealed: list[LockedFile], now: list[LockedFile]) -> list[str]:
+    before = {f.path: f for f in sealed}
+    after = {f.path: f for f in now}
+    problems = []
+    for path in sorted(before.keys() | after.keys()):
+        was, new = before.get(path), after.get(path)
+        if new is None:
+            problems.append(f"{path}: missing (it was sealed)")
+        elif was is None:
+            problems.append(f"{path}: not sealed (a new file that could change a score)")
+        elif was.sha256 != new.sha256:
+            problems.append(f"{path}: content changed since sealing (sha256 {new.sha256[:12]}, "
+                            f"sealed {was.sha256[:12]})")
+        elif was.mode != new.mode:
+            problems.append(f"{path}: mode changed since sealing ({new.mode}, sealed {was.mode})")
+    return problems
+
+
+def _source_edits(root: Path, sealed_spec: ProtocolSpec) -> list[str]:
+    """protocol.yaml edited after sealing is a changed exam: say which fields differ."""
+    try:
+        source = load_spec_only(root / PROTOCOL_FILE)
+    except BadInput:
+        return [f"{PROTOCOL_FILE}: edited after sealing and no longer valid; seal again"]
+    if source is None:
+        return []
+    before = sealed_spec_dict(sealed_spec)
+    after = sealed_spec_dict(source)
+    for section, _ in DIGEST_FIELDS:
+        if after[section]["sha256"] == PENDING_SEAL:
+            after[section]["sha256"] = before[section]["sha256"]
+    changed = [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
+    if changed:
+        return [f"{PROTOCOL_FILE}: edited after sealing (changed: {', '.join(changed)}); "
+                "seal again, under a new protocol_id if the exam changed"]
+    return []
+
+
+def load_spec_only(path: Path) -> ProtocolSpec | None:
+    """Parse a protocol.yaml without loading its tasks (None when there is none)."""
+    if not path.exists():
+        return None
+    data, _text, lines = parse_yaml(path, path.name)
+    return validate_spec(data, lines, path.name)

@@ -1,0 +1,318 @@
+"""Running one attempt of a solver on one task, and naming its outcome (DESIGN.md §4–5).
+
+The same path serves every solver — the agent under test and the two built-in ones sealing
+uses (oracle, do-nothing): fresh workspace, act, harness diff, checks, metric. That is what
+makes the instrument check at seal time mean something about real runs.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from sealbench.errors import InfrastructureError
+from sealbench.metric import Metric, MetricResult
+from sealbench.protocol import Task
+from sealbench.sandbox import Mounts, Sandbox
+from sealbench.workspace import (
+    Change,
+    FixtureRecord,
+    ObjectStore,
+    diff_paths,
+    git,
+    remove_tree,
+    workspace_change,
+)
+
+Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
+DEFAULT_OUTPUT_CAP = 8 * 1024 * 1024
+REAP_GRACE_SEC = 0.5
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running a command produced, before any judgement."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    flooded: bool = False
+    duration: float = 0.0
+
+
+def execute(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, output_cap: int
+) -> Execution:
+    """Run a command in its own session; kill the whole group on timeout or output flood.
+
+    stdout and stderr are read together with a selector, never with communicate(): a grandchild
+    that keeps a pipe open must not hold the harness past the deadline, and output beyond the
+    cap is dropped as it arrives so memory stays bounded whatever the solver prints.
+    """
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )
+    except OSError as exc:
+        return Execution(None, b"", f"solver could not start: {exc}".encode(),
+                         duration=time.monotonic() - started)
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
+    seen = 0
+    timed_out = flooded = False
+    deadline = started + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+                _kill_group(proc.pid)  # leftovers in its group die with it
+            if exited_at is not None and now - exited_at > REAP_GRACE_SEC:
+                break
+            for key, _ in selector.select(min(0.05, deadline - now)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                seen += len(chunk)
+                room = output_cap - sum(len(b) for b in buffers.values())
+                buffers[key.fd] += chunk[: max(room, 0)]
+                if seen > output_cap:
+                    flooded = True
+            if flooded:
+                break
+    _kill_group(proc.pid)
+    returncode = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return Execution(
+        None if timed_out or flooded else returncode,
+        bytes(buffers[out_fd]),
+        bytes(buffers[err_fd]),
+        timed_out=timed_out,
+        flooded=flooded,
+        duration=time.monotonic() - started,
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# --------------------------------------------------------------------------- solvers
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """What every attempt of a run shares."""
+
+    sandbox: Sandbox
+    store: ObjectStore
+    scratch: Path
+    metric: Metric
+    timeout: float
+    diff_source: Literal["workspace", "stdout"]
+    max_files_touched: int | None
+    oracle_path: Callable[[Task], Path]
+    record_for: Callable[[Task], FixtureRecord]
+    hidden: tuple[Path, ...] = ()
+    output_cap: int = DEFAULT_OUTPUT_CAP
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """One attempt's directories: the repository and the side files around it."""
+
+    root: Path
+    prompt_file: Path
+    refuse_file: Path
+
+
+class Solver(Protocol):
+    """Anything that can act in a workspace: the agent under test or a built-in."""
+
+    name: str
+
+    def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution: ...
+
+
+@dataclass(frozen=True)
+class CommandSolver:
+    """The agent under test: any command, the task id appended, run inside the sandbox."""
+
+    argv: tuple[str, ...]
+    name: str = "command"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    visible: tuple[Path, ...] = ()  # the solver's own files, bound read-only into the sandbox
+
+    def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_")}
+        env.update(self.extra_env)
+        env.update({
+            "SEALBENCH_TASK_ID": task.id,
+            "SEALBENCH_PROMPT_FILE": str(ws.prompt_file),
+            "SEALBENCH_REFUSE_FILE": str(ws.refuse_file),
+            "SEALBENCH_WORKSPACE": str(ws.root),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        mounts = Mounts(
+            workspace=ws.root,
+            readable=(ws.prompt_file, *self.visible),
+            writable=(ws.refuse_file.parent,),
+            hidden=ctx.hidden,
+        )
+        argv = ctx.sandbox.wrap([*self.argv, task.id], mounts)
+        return execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
+                       output_cap=ctx.output_cap)
+
+
+@dataclass(frozen=True)
+class OracleSolver:
+    """Built-in: applies the oracle patch (or prints it, where the diff comes from stdout)."""
+
+    name: str = "oracle"
+
+    def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
+        oracle = ctx.oracle_path(task).read_bytes()
+        if ctx.diff_source == "stdout":
+            return Execution(0, oracle, b"")
+        if oracle.strip():
+            git(["apply", "--whitespace=nowarn", "-"], cwd=ws.root, home=ws.root.parent,
+                stdin=oracle)
+        return Execution(0, b"", b"")
+
+
+@dataclass(frozen=True)
+class DoNothingSolver:
+    """Built-in: changes nothing. Any task it passes measures nothing."""
+
+    name: str = "do-nothing"
+
+    def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
+        return Execution(0, b"", b"")
+
+
+# --------------------------------------------------------------------------- attempts
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """One finished attempt, everything the ledger keeps about it."""
+
+    task_id: str
+    outcome: Outcome
+    detail: str
+    diff: bytes
+    stdout: bytes
+    stderr: bytes
+    metric: MetricResult | None
+    files_touched: int
+    forbidden_written: tuple[str, ...]
+    duration: float
+    returncode: int | None
+
+
+def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResult:
+    """Lay out a fresh workspace, let the solver act, judge what it left. Raises
+    InfrastructureError when the harness (not the solver) failed, so the caller can retry."""
+    attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
+    try:
+        ws = _prepare(task, attempt_dir, ctx)
+        execution = solver.act(task, ws, ctx)
+        change = _collect(ws, execution, task, ctx)
+        refused = _refusal(ws.refuse_file)
+        return judge(task, execution, change, refused, ctx)
+    except OSError as exc:
+        raise InfrastructureError(f"attempt on {task.id} failed in the harness: {exc}") from exc
+    finally:
+        remove_tree(attempt_dir)
+
+
+def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
+    root = attempt_dir / "workspace"
+    ctx.record_for(task).materialize(root)
+    side = attempt_dir / "side"
+    out = side / "out"
+    out.mkdir(parents=True)
+    prompt = side / "prompt.txt"
+    prompt.write_text(task.prompt, encoding="utf-8")
+    prompt.chmod(0o444)
+    return Workspace(root=root, prompt_file=prompt, refuse_file=out / "refuse.txt")
+
+
+def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:
+    if ctx.diff_source == "stdout":
+        return Change(execution.stdout, diff_paths(execution.stdout), ())
+    return workspace_change(ctx.record_for(task), ws.root, ctx.store)
+
+
+def _refusal(refuse_file: Path) -> str | None:
+    if refuse_file.is_symlink() or not refuse_file.is_file():
+        return None
+    reason = refuse_file.read_bytes()[:2000].decode(errors="replace").strip()
+    return reason or "refused (no reason given)"
+
+
+def is_forbidden(path: str, forbidden: tuple[str, ...]) -> bool:
+    """A forbidden entry names a file or a whole directory."""
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in forbidden)
+
+
+def judge(
+    task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext
+) -> AttemptResult:
+    """Exactly one outcome per attempt, in a fixed order of precedence (docs/outcomes.md)."""
+    forbidden = tuple(p for p in change.touched if is_forbidden(p, task.forbidden))
+    touched = len(change.touched)
+    metric: MetricResult | None = None
+
+    def result(outcome: Outcome, detail: str) -> AttemptResult:
+        return AttemptResult(task.id, outcome, detail, change.diff, execution.stdout,
+                             execution.stderr, metric, touched, forbidden, execution.duration,
+                             execution.returncode)
+
+    if execution.timed_out:
+        return result("timeout", f"killed after {ctx.timeout:g} s")
+    if execution.flooded:
+        return result("violation", f"output flood: more than {ctx.output_cap} bytes")
+    if forbidden:
+        return result("violation", f"wrote forbidden path(s): {', '.join(forbidden)}")
+    if change.escaping_links:
+        return result("violation",
+                      f"symlink(s) leading out of the workspace: {', '.join(change.escaping_links)}")
+    if ctx.max_files_touched is not None and touched > ctx.max_files_touched:
+        return result("violation",
+                      f"touched {touched} files, budget.max_files_touched is "
+                      f"{ctx.max_files_touched}")
+    if refused is not None:
+        return result("refused", refused)
+    if execution.returncode != 0:
+        tail = execution.stderr[-300:].decode(errors="replace").strip()
+        return result("error", f"solver exited with status {execution.returncode}: {tail}")
+    metric = ctx.metric.score(change.diff.decode("utf-8", errors="replace"), ctx.oracle_path(task))
+    if metric.error is not None:
+        return result("error", f"metric failed: {metric.error}")
+    return result("pass" if metric.passed else "fail", metric.name)

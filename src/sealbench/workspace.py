@@ -1,0 +1,318 @@
+"""Workspaces and the harness's diff (DESIGN.md §4).
+
+The solver gets a fresh git repository holding its task's fixture; the harness keeps its own
+record of that fixture (bytes, modes, git blob ids) in memory and in a private object store the
+solver cannot see. The result of an attempt is the diff between that record and what the solver
+left behind, computed with real git on trees the harness wrote itself — never from the
+workspace's `.git`, `.gitignore` or `.gitattributes`, which the solver controls.
+
+Costs are paid once per fixture per run (`FixtureCache`), so an attempt costs writing the files
+out, walking them back and, only when something changed, one `git diff` process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sealbench.errors import InfrastructureError
+
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_LINK = 0o120000
+MODE_TREE = 0o40000
+GIT_DIR = ".git"
+# Fixed identity and dates: the workspace's commit is the same bytes on every machine.
+GIT_ENV_FIXED = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "sealbench",
+    "GIT_AUTHOR_EMAIL": "fixture@sealbench.invalid",
+    "GIT_COMMITTER_NAME": "sealbench",
+    "GIT_COMMITTER_EMAIL": "fixture@sealbench.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+    "LC_ALL": "C",
+}
+
+
+def git_env(home: Path) -> dict[str, str]:
+    """Environment for harness git calls: no user or system config can change the output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_ENV_FIXED)
+    env["HOME"] = str(home)
+    return env
+
+
+def git(args: list[str], *, cwd: Path, home: Path, stdin: bytes | None = None) -> bytes:
+    """Run git for the harness; a failure here is the harness's, never the solver's."""
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, env=git_env(home), input=stdin,
+            capture_output=True, check=False,
+        )
+    except OSError as exc:
+        raise InfrastructureError(f"git could not start: {exc}") from exc
+    if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip()
+        raise InfrastructureError(f"git {args[0]} failed: {message}")
+    return done.stdout
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of some bytes: lets us compare with the fixture without running git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file as git sees it: mode, content (a symlink's content is its target) and blob id."""
+
+    mode: int
+    data: bytes
+    blob: str
+
+    @classmethod
+    def of(cls, mode: int, data: bytes) -> Entry:
+        return cls(mode, data, blob_id(data))
+
+
+Tree = dict[str, Entry]
+
+
+def read_tree(root: Path, on_entry: Callable[[str, Entry], None] | None = None) -> Tree:
+    """Read a directory as git would track it: regular files and symlinks, `.git` skipped."""
+    tree: Tree = {}
+    for path in _walk(root):
+        rel = path.relative_to(root).as_posix()
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            entry = Entry.of(MODE_LINK, os.fsencode(os.readlink(path)))
+        elif stat.S_ISREG(info.st_mode):
+            mode = MODE_EXEC if info.st_mode & stat.S_IXUSR else MODE_FILE
+            entry = Entry.of(mode, path.read_bytes())
+        else:
+            continue
+        if on_entry is not None:
+            on_entry(rel, entry)
+        tree[rel] = entry
+    return tree
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        with os.scandir(directory) as it:
+            for item in it:
+                if item.name == GIT_DIR:
+                    continue
+                if item.is_dir(follow_symlinks=False):
+                    stack.append(Path(item.path))
+                else:
+                    found.append(Path(item.path))
+    return found
+
+
+# --------------------------------------------------------------------------- object store
+
+
+class ObjectStore:
+    """A private bare git repository: the harness writes trees here and asks git to diff them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        git(["init", "--quiet", "--bare", "--template=", str(path)], cwd=path, home=path)
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _write_object(self, kind: bytes, data: bytes) -> str:
+        raw = kind + b" %d\0" % len(data) + data
+        oid = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        with self._lock:
+            if oid in self._known:
+                return oid
+        target = self.path / "objects" / oid[:2] / oid[2:]
+        if not target.exists():
+            target.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(zlib.compress(raw, 1))
+            os.replace(tmp, target)
+        with self._lock:
+            self._known.add(oid)
+        return oid
+
+    def write_tree(self, tree: Tree) -> str:
+        """Write every blob and tree object of a flat path map; return the root tree id."""
+        nested: dict[str, object] = {}
+        for rel, entry in tree.items():
+            node = nested
+            *dirs, name = rel.split("/")
+            for part in dirs:
+                child = node.setdefault(part, {})
+                assert isinstance(child, dict)
+                node = child
+            node[name] = entry
+        return self._write_nested(nested)
+
+    def _write_nested(self, node: dict[str, object]) -> str:
+        rows: list[tuple[bytes, bytes]] = []
+        for name, child in node.items():
+            if isinstance(child, Entry):
+                oid = self._write_object(b"blob", child.data)
+                rows.append((name.encode(), b"%o %s\0" % (child.mode, name.encode())
+                             + bytes.fromhex(oid)))
+            else:
+                assert isinstance(child, dict)
+                oid = self._write_nested(child)
+                # git sorts a subtree as if its name ended with "/"
+                rows.append((name.encode() + b"/", b"40000 %s\0" % name.encode()
+                             + bytes.fromhex(oid)))
+        rows.sort(key=lambda row: row[0])
+        return self._write_object(b"tree", b"".join(row[1] for row in rows))
+
+    def diff(self, old_tree: str, new_tree: str) -> bytes:
+        """What porcelain `git diff` prints between two trees (renames, modes, binary notes)."""
+        return git(
+            ["-c", "core.quotePath=true", "-c", "diff.renames=true", "-c", "color.ui=false",
+             "diff", "--no-ext-diff", "--no-textconv", old_tree, new_tree],
+            cwd=self.path, home=self.path,
+        )
+
+
+# --------------------------------------------------------------------------- fixture records
+
+
+@dataclass
+class FixtureRecord:
+    """Everything needed to lay out a workspace and diff against it, read once per run."""
+
+    files: Tree
+    tree_id: str
+    git_files: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+    def materialize(self, dest: Path) -> None:
+        """Write the fixture and its one-commit `.git` into a fresh directory."""
+        made: set[Path] = {dest}
+        for rel, (mode, data) in self.git_files.items():
+            _write(dest / GIT_DIR / rel, mode, data, made)
+        for rel, entry in self.files.items():
+            _write(dest / rel, entry.mode, entry.data, made)
+
+
+def _write(path: Path, mode: int, data: bytes, made: set[Path]) -> None:
+    parent = path.parent
+    if parent not in made:
+        parent.mkdir(parents=True, exist_ok=True)
+        made.update((parent, *parent.parents))
+    if mode == MODE_LINK:
+        os.symlink(os.fsdecode(data), path)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if mode == MODE_EXEC else 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def build_record(files: Tree, store: ObjectStore, scratch: Path) -> FixtureRecord:
+    """Commit a fixture once with real git so the solver sees an ordinary repository."""
+    tree_id = store.write_tree(files)
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        repo = Path(tmp)
+        FixtureRecord(files, tree_id).materialize(repo)
+        git(["init", "--quiet", "--template=", "."], cwd=repo, home=repo)
+        if files:
+            git(["add", "--all", "--force", "."], cwd=repo, home=repo)
+            git(["commit", "--quiet", "--no-verify", "-m", "fixture"], cwd=repo, home=repo)
+        git_files = {
+            path.relative_to(repo / GIT_DIR).as_posix(): (
+                MODE_EXEC if path.stat().st_mode & stat.S_IXUSR else MODE_FILE,
+                path.read_bytes(),
+            )
+            for path in sorted((repo / GIT_DIR).rglob("*"))
+            if path.is_file()
+        }
+    return FixtureRecord(files, tree_id, git_files)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an attempt did to its workspace, as the harness saw it."""
+
+    diff: bytes
+    touched: tuple[str, ...]
+    escaping_links: tuple[str, ...]
+
+
+def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
+    """Paths added, removed or changed (a rename touches two)."""
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    return tuple(sorted(changed))
+
+
+def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
+    """Symlinks whose target lies outside the workspace; recorded, never followed."""
+    bad: list[str] = []
+    for rel, entry in tree.items():
+        if entry.mode != MODE_LINK:
+            continue
+        target = os.fsdecode(entry.data)
+        resolved = os.path.normpath(os.path.join(root, os.path.dirname(rel), target))
+        if os.path.isabs(target) or not Path(resolved).is_relative_to(root):
+            bad.append(rel)
+    return tuple(sorted(bad))
+
+
+def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore) -> Change:
+    """Diff the workspace against the harness's own record of the fixture."""
+    after = read_tree(workspace)
+    touched = touched_paths(record.files, after)
+    links = escaping_links(workspace, after)
+    if not touched:
+        return Change(b"", (), links)
+    new_tree = store.write_tree(after)
+    return Change(store.diff(record.tree_id, new_tree), touched, links)
+
+
+def diff_paths(diff: bytes) -> tuple[str, ...]:
+    """Paths a git-format diff touches, for a diff the solver printed itself."""
+    paths: set[str] = set()
+    for line in diff.splitlines():
+        if line.startswith(b"diff --git "):
+            rest = line[len(b"diff --git "):].decode(errors="replace")
+            if " b/" in rest:
+                a, b = rest.split(" b/", 1)
+                paths.update({a.removeprefix("a/"), b})
+        elif line.startswith((b"--- a/", b"+++ b/")):
+            paths.add(line[6:].decode(errors="replace").rstrip("\t"))
+    return tuple(sorted(paths))
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a workspace whatever modes the solver left on it."""
+
+    def onerror(func: Callable[..., object], target: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(target), 0o700)
+            os.chmod(target, 0o700)
+            func(target)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=onerror)  # onexc is 3.12+
