@@ -98,8 +98,9 @@ def oracle_for(before: dict[str, str], after: dict[str, str], scratch: Path) -> 
         (scratch / rel).write_text(text)
     git(["init", "-q"], scratch)
     git(["add", "-A"], scratch)
-    git(["commit", "-q", "-m", "base"], scratch)
+    git(["commit", "-q", "--allow-empty", "-m", "base"], scratch)
     for rel, text in after.items():
+        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
         (scratch / rel).write_text(text)
     git(["add", "-A"], scratch)
     return git(["diff", "--cached"], scratch)

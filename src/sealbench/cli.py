@@ -50,13 +50,13 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except SealbenchError as exc:
-        if exc.problems:
-            if str(exc):
-                err.print(f"sealbench: {exc}", markup=False)
-            for line in exc.lines():
-                err.print(f"  {line}", markup=False)
+        lines = exc.lines()
+        if len(lines) == 1:
+            err.print(f"sealbench: {lines[0]}", markup=False)
         else:
             err.print(f"sealbench: {exc}", markup=False)
+            for line in lines:
+                err.print(f"  {line}", markup=False)
         sys.exit(exc.exit_status)
 
 

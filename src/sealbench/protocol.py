@@ -139,6 +139,7 @@ class Protocol:
     dataset: list[Task]
     null_pack: list[Task]
     lines: dict[tuple[str | int, ...], int] = field(default_factory=dict)
+    dataset_rows: int = 0  # rows in the dataset file, valid or not (for the min_n check)
 
     @property
     def tasks(self) -> list[Task]:
@@ -381,6 +382,7 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     spec = validate_spec(data, lines, name)
     problems: list[Problem] = []
     loaded: dict[Kind, list[Task]] = {"dataset": [], "null_pack": []}
+    dataset_rows: int | None = None
     for kind, ref_path, loc in (
         ("dataset", spec.dataset.path, ("dataset", "path")),
         ("null_pack", spec.null_pack.path, ("null_pack", "path")),
@@ -397,6 +399,8 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
         tasks, row_problems = read_task_rows(task_file, _rel(task_file, root), kind, root)
         loaded[kind] = tasks
         problems.extend(row_problems)
+        if kind == "dataset":
+            dataset_rows = sum(1 for line in task_file.read_bytes().splitlines() if line.strip())
     metric, why = resolve_inside(root, spec.metric.module)
     loc = ("metric", "module")
     if why:
@@ -405,8 +409,9 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
         problems.append(
             Problem(name, f"'{spec.metric.module}' does not exist", line_of(lines, loc), dotted(loc))
         )
-    protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"], lines)
-    problems.extend(_cross_checks(protocol, name))
+    protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"], lines,
+                        dataset_rows or 0)
+    problems.extend(_cross_checks(protocol, name, dataset_rows is not None))
     if problems:
         raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
     return protocol
@@ -416,7 +421,7 @@ def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root))
 
 
-def _cross_checks(protocol: Protocol, name: str) -> list[Problem]:
+def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Problem]:
     """Checks that span files: unique ids, rules agreeing with rows, publish floor."""
     problems: list[Problem] = []
     seen: dict[str, Task] = {}
@@ -465,12 +470,12 @@ def _cross_checks(protocol: Protocol, name: str) -> list[Problem]:
                     "expected_class",
                 )
             )
-    if protocol.dataset and len(protocol.dataset) < spec.publish.min_n:
+    if dataset_read and protocol.dataset_rows < spec.publish.min_n:
         loc = ("publish", "min_n")
         problems.append(
             Problem(
                 name,
-                f"is {spec.publish.min_n} but the dataset has only {len(protocol.dataset)} tasks",
+                f"is {spec.publish.min_n} but the dataset has only {protocol.dataset_rows} tasks",
                 line_of(lines, loc),
                 dotted(loc),
             )

@@ -305,12 +305,14 @@ def verify(directory: Path | str, *, ledger: Ledger | None = None) -> Sealed:
     sealed_text = (root / SEALED_FILE).read_bytes()
     if hashlib.sha256(sealed_text).hexdigest() != lock.sealed_yaml_sha256:
         problems.append(f"{SEALED_FILE}: changed since sealing")
+    problems += _manifest_differences(lock.files, _rehash(root, lock.files))
     try:
         protocol = load(root, sealed=True)
     except BadInput as exc:
-        raise Refused(f"{SEALED_FILE}: no longer a valid sealed protocol (tampered)",
-                      exc.problems) from None
-    problems += _manifest_differences(lock.files, manifest(protocol))
+        lines: list[str] = [*problems, *(str(p) for p in exc.problems)]
+        raise Refused(f"{root}: verification failed; the sealed protocol no longer loads",
+                      lines) from None
+    problems += _manifest_differences(lock.files, manifest(protocol), only_new=True)
     if not problems and derive_identity(protocol.spec, lock.files) != lock.identity:
         problems.append(f"{LOCK_FILE}: identity does not match the sealed protocol (altered)")
     problems += _source_edits(root, protocol.spec)
@@ -324,12 +326,26 @@ def verify(directory: Path | str, *, ledger: Ledger | None = None) -> Sealed:
     return Sealed(protocol, lock)
 
 
-def _manifest_differences(sealed: list[LockedFile], now: list[LockedFile]) -> list[str]:
+def _rehash(root: Path, sealed: list[LockedFile]) -> list[LockedFile]:
+    """The sealed files as they are now (missing ones left out)."""
+    now = []
+    for f in sealed:
+        path = root / f.path
+        if path.is_symlink() or path.exists():
+            digest, size, mode = hash_file(path)
+            now.append(LockedFile(path=f.path, role=f.role, sha256=digest, size=size, mode=mode))
+    return now
+
+
+def _manifest_differences(sealed: list[LockedFile], now: list[LockedFile],
+                          only_new: bool = False) -> list[str]:
     before = {f.path: f for f in sealed}
     after = {f.path: f for f in now}
     problems = []
     for path in sorted(before.keys() | after.keys()):
         was, new = before.get(path), after.get(path)
+        if only_new and was is not None:
+            continue
         if new is None:
             problems.append(f"{path}: missing (it was sealed)")
         elif was is None:

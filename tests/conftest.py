@@ -1,0 +1,41 @@
+"""Shared fixtures: a fresh toy protocol, a ledger path, and a CLI runner per test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from sealbench.cli import main
+from toy import make_protocol, write_solver
+
+
+@pytest.fixture(autouse=True)
+def _isolated_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own default ledger, so tests never see each other's protocols."""
+    monkeypatch.setenv("SEALBENCH_LEDGER", str(tmp_path / "ledger" / "ledger.sqlite"))
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    return make_protocol(tmp_path / "proto")
+
+
+@pytest.fixture
+def toy_solver(tmp_path: Path) -> str:
+    return write_solver(tmp_path / "solver")
+
+
+@pytest.fixture
+def cli() -> "Cli":
+    return Cli()
+
+
+class Cli:
+    """Invoke the real CLI in-process; stdout and stderr are kept apart."""
+
+    def __call__(self, *args: str | os.PathLike[str]) -> Result:
+        runner = CliRunner()
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)

@@ -1,0 +1,161 @@
+"""Bad input: one clear line naming file, line and field, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sealbench.errors import BadInput
+from sealbench.protocol import load, yaml_line_map
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write_rows(path: Path, rows: list[dict[str, object]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _seal_fails(cli, toy: Path) -> str:  # type: ignore[no-untyped-def]
+    result = cli("seal", toy)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output + result.stderr
+    return result.stderr.strip()
+
+
+def test_malformed_yaml_names_file_and_line(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    text = (toy / "protocol.yaml").read_text().replace("  timeout_sec: 20", "  timeout_sec: [20")
+    (toy / "protocol.yaml").write_text(text)
+    message = _seal_fails(cli, toy)
+    line = text.splitlines().index("  timeout_sec: [20") + 1
+    assert message.count("\n") == 0
+    assert message.startswith("sealbench: protocol.yaml:")
+    assert "malformed YAML" in message
+    reported = int(message.split("protocol.yaml:")[1].split(":")[0])
+    assert line <= reported <= line + 2
+
+
+def test_malformed_jsonl_line(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    dataset = toy / "tasks" / "dataset.jsonl"
+    lines = dataset.read_text().splitlines()
+    lines[2] = lines[2][:-1]  # drop the closing brace
+    dataset.write_text("\n".join(lines) + "\n")
+    message = _seal_fails(cli, toy)
+    assert message == (f"sealbench: tasks/dataset.jsonl:3: malformed JSON: Expecting ',' "
+                       f"delimiter at column {len(lines[2]) + 1}")
+
+
+def test_duplicate_id(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[3]["id"] = rows[1]["id"]
+    _write_rows(dataset, rows)
+    message = _seal_fails(cli, toy)
+    assert message == ("sealbench: tasks/dataset.jsonl:4: field 'id': duplicate id 'toy-001' "
+                       "(first at tasks/dataset.jsonl:2)")
+
+
+def test_missing_oracle(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    (toy / "oracles" / "toy-002.patch").unlink()
+    message = _seal_fails(cli, toy)
+    assert message == ("sealbench: tasks/dataset.jsonl:3: field 'oracle': "
+                       "'oracles/toy-002.patch' does not exist")
+
+
+@pytest.mark.parametrize("escape", ["../../etc/passwd", "/etc/passwd", "oracles/../../x"])
+def test_oracle_escaping_the_protocol_dir(cli, toy: Path, escape: str) -> None:  # type: ignore[no-untyped-def]
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[0]["oracle"] = escape
+    _write_rows(dataset, rows)
+    message = _seal_fails(cli, toy)
+    assert message.startswith("sealbench: tasks/dataset.jsonl:1: field 'oracle': ")
+    assert escape in message
+    assert "outside the protocol directory" in message or "absolute" in message
+
+
+def test_symlinked_oracle_leading_out_is_refused(cli, toy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path / "outside.patch"
+    outside.write_text("x")
+    oracle = toy / "oracles" / "toy-000.patch"
+    oracle.unlink()
+    os.symlink(outside, oracle)
+    message = _seal_fails(cli, toy)
+    assert message == ("sealbench: tasks/dataset.jsonl:1: field 'oracle': "
+                       "'oracles/toy-000.patch' leads outside the protocol directory")
+
+
+def test_fixture_symlink_leading_out_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    os.symlink("/etc/passwd", toy / "fixtures" / "toy-001" / "passwd")
+    message = _seal_fails(cli, toy)
+    assert message == ("sealbench: tasks/dataset.jsonl:2: field 'repo': symlink 'passwd' "
+                       "leads outside the protocol directory")
+
+
+def test_rule_naming_unknown_id(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace('must_fail: ["NP-POISON-01"]',
+                                    'must_fail: ["NP-POISON-01", "NP-GHOST"]')
+    path.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "NP-GHOST" in l)
+    message = _seal_fails(cli, toy)
+    assert message == (f"sealbench: protocol.yaml:{line}: field 'null_pack.rules.must_fail.1': "
+                       "names 'NP-GHOST', which is not a row of ./tasks/null.jsonl")
+
+
+def test_wrong_schema(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("agent-bench-protocol/v1", "agent-bench-protocol/v2"))
+    message = _seal_fails(cli, toy)
+    assert message.startswith("sealbench: protocol.yaml:1: field 'schema': must be "
+                              "'agent-bench-protocol/v1'")
+
+
+def test_unknown_field_is_a_typo_not_a_default(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace("max_files_touched: 3", "max_files_touchd: 3")
+    path.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "touchd" in l)
+    message = _seal_fails(cli, toy)
+    assert message == (f"sealbench: protocol.yaml:{line}: field 'budget.max_files_touchd': "
+                       "is not a field of agent-bench-protocol/v1 (typo?)")
+
+
+def test_every_problem_is_reported_at_once(toy: Path) -> None:
+    (toy / "oracles" / "toy-000.patch").unlink()
+    (toy / "oracles" / "toy-003.patch").unlink()
+    null = toy / "tasks" / "null.jsonl"
+    rows = _rows(null)
+    rows[0]["expected_class"] = "must_fail"
+    _write_rows(null, rows)
+    with pytest.raises(BadInput) as caught:
+        load(toy)
+    lines = caught.value.lines()
+    assert len(lines) == 3
+    assert any("toy-000.patch" in line for line in lines)
+    assert any("toy-003.patch" in line for line in lines)
+    assert any("tasks/null.jsonl:1: field 'expected_class'" in line for line in lines)
+
+
+def test_dataset_below_min_n(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("min_n: 3", "min_n: 10"))
+    message = _seal_fails(cli, toy)
+    assert "field 'publish.min_n': is 10 but the dataset has only 4 tasks" in message
+
+
+def test_missing_protocol_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "empty").mkdir()
+    result = cli("seal", tmp_path / "empty")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "sealbench: protocol.yaml: file not found"
+
+
+def test_yaml_line_map_points_at_keys_and_items() -> None:
+    lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
+    assert lines[("a", "b")] == 2
+    assert lines[("a", "c", 1)] == 5

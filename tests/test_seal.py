@@ -1,0 +1,196 @@
+"""Sealing, identity and verification (DESIGN.md §3; issue 2 items 3, 4, 8)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sealbench.errors import Refused
+from sealbench.ledger import Ledger
+from sealbench.seal import Lock, hash_file, lock_text, seal, verify
+from toy import write_solver
+
+DATA = Path(__file__).parent / "data"
+GOLDEN_LOCK = DATA / "golden_protocol.lock"
+
+
+def _flip_one_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_seal_writes_sealed_yaml_lock_and_ledger_entry(toy: Path, tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    result = seal(toy, ledger=ledger)
+    sealed_text = (toy / "protocol.sealed.yaml").read_text()
+    assert "PENDING_SEAL" not in sealed_text
+    lock = Lock.model_validate_json((toy / "protocol.lock").read_bytes())
+    digests = {f.path: f.sha256 for f in lock.files}
+    assert f'sha256: "{digests["tasks/dataset.jsonl"]}"' in sealed_text
+    assert f'sha256: "{digests["metric.py"]}"' in sealed_text
+    # comments and layout of the user's file survive: only the digests changed
+    original = (toy / "protocol.yaml").read_text().splitlines()
+    assert len(sealed_text.splitlines()) == len(original)
+    roles = {f.role for f in lock.files}
+    assert roles == {"dataset", "null_pack", "metric", "oracle", "fixture"}
+    assert ledger.protocol_identity("toy.v1") == result.identity == lock.identity
+
+
+def test_manifest_hashes_match_sha256sum_semantics(toy: Path) -> None:
+    import hashlib
+
+    path = toy / "metric.py"
+    digest, size, mode = hash_file(path)
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (size, mode) == (path.stat().st_size, "100644")
+
+
+def test_golden_lock_format(tmp_path: Path) -> None:
+    """A silent change to protocol.lock or to the identity derivation fails here."""
+    proto = tmp_path / "golden_protocol"
+    shutil.copytree(DATA / "golden_protocol", proto)
+    seal(proto, ledger=Ledger(tmp_path / "l.sqlite"))
+    assert (proto / "protocol.lock").read_text() == GOLDEN_LOCK.read_text()
+
+
+SEALED_KINDS = {
+    "dataset": "tasks/dataset.jsonl",
+    "null pack": "tasks/null.jsonl",
+    "metric": "metric.py",
+    "oracle": "oracles/toy-002.patch",
+    "fixture": "fixtures/toy-001/app.txt",
+    "control fixture": "fixtures/NP-SECRET-01/secrets/.env",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SEALED_KINDS))
+def test_one_byte_tamper_is_named_by_verify_and_run(cli, toy: Path, toy_solver: str,  # type: ignore[no-untyped-def]
+                                                    kind: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    assert cli("verify", toy).exit_code == 0
+    rel = SEALED_KINDS[kind]
+    _flip_one_byte(toy / rel)
+    for args in (("verify", toy), ("run", toy, "--solver", toy_solver)):
+        result = cli(*args)
+        assert result.exit_code == 3, result.output
+        assert f"{rel}: content changed since sealing" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_tampered_sealed_yaml_and_new_fixture_file_are_named(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    sealed = toy / "protocol.sealed.yaml"
+    sealed.write_text(sealed.read_text().replace("timeout_sec: 20", "timeout_sec: 21"))
+    (toy / "fixtures" / "toy-000" / "extra.py").write_text("print('new')\n")
+    result = cli("verify", toy)
+    assert result.exit_code == 3
+    assert "protocol.sealed.yaml: changed since sealing" in result.stderr
+    assert "fixtures/toy-000/extra.py: not sealed" in result.stderr
+
+
+def test_editing_protocol_yaml_after_sealing_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("timeout_sec: 20", "timeout_sec: 600"))
+    result = cli("verify", toy)
+    assert result.exit_code == 3
+    assert "protocol.yaml: edited after sealing (changed: budget)" in result.stderr
+
+
+def test_comment_edit_of_protocol_yaml_is_not_a_change(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    path = toy / "protocol.yaml"
+    path.write_text("# a note added later\n" + path.read_text())
+    assert cli("verify", toy).exit_code == 0
+
+
+def test_unsealed_protocol_is_refused_by_verify_and_run(cli, toy: Path, toy_solver: str) -> None:  # type: ignore[no-untyped-def]
+    for args in (("verify", toy), ("run", toy, "--solver", toy_solver)):
+        result = cli(*args)
+        assert result.exit_code == 3
+        assert "protocol is not sealed" in result.stderr
+
+
+def test_resealing_changed_protocol_under_same_id_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    first = cli("seal", toy)
+    assert first.exit_code == 0
+    assert cli("seal", toy).exit_code == 0  # same content, same identity: idempotent
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("timeout_sec: 20", "timeout_sec: 30"))
+    second = cli("seal", toy)
+    assert second.exit_code == 3
+    assert "protocol_id 'toy.v1' was sealed before" in second.stderr
+    assert "needs a new protocol_id" in second.stderr
+    # nothing was overwritten by the refused seal
+    assert "timeout_sec: 20" in (toy / "protocol.sealed.yaml").read_text()
+    path.write_text(path.read_text().replace("protocol_id: toy.v1", "protocol_id: toy.v2"))
+    third = cli("seal", toy)
+    assert third.exit_code == 0, third.stderr
+    assert "sealed toy.v2" in third.output
+
+
+def test_identity_covers_fixture_budget_and_publish(toy: Path, tmp_path: Path) -> None:
+    identities = set()
+    for i, change in enumerate([
+        lambda: None,
+        lambda: (toy / "fixtures/toy-000/app.txt").write_text("line one\ncolour 0 is bad!\n"),
+        lambda: _replace(toy / "protocol.yaml", "max_files_touched: 3", "max_files_touched: 4"),
+        lambda: _replace(toy / "protocol.yaml", "require_ci: true", "require_ci: false"),
+    ]):
+        change()
+        if i == 1:  # keep the oracle applicable: regenerate it for the edited fixture
+            continue
+        identities.add(seal(toy, ledger=Ledger(tmp_path / f"l{i}.sqlite"),
+                            check_instrument=False).identity)
+    assert len(identities) == 3
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    path.write_text(path.read_text().replace(old, new))
+
+
+def test_instrument_check_refuses_a_task_that_cannot_be_failed(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """An oracle that changes nothing is passed by the do-nothing solver: refused by id."""
+    (toy / "oracles" / "toy-001.patch").write_text("")
+    result = cli("seal", toy)
+    assert result.exit_code == 3
+    assert ("task 'toy-001' cannot be failed: the do-nothing solver got pass" in result.stderr)
+    assert not (toy / "protocol.lock").exists()
+
+
+def test_instrument_check_refuses_a_task_that_cannot_be_passed(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    metric = toy / "metric.py"
+    metric.write_text(metric.read_text().replace('"pass": _normal', '"pass": "x" in "" and _normal'))
+    result = cli("seal", toy)
+    assert result.exit_code == 3
+    assert "task 'toy-000' cannot be passed: the oracle solver got fail" in result.stderr
+
+
+def test_verify_with_ledger_refuses_a_forged_identity(toy: Path, tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(toy, ledger=ledger)
+    lock_path = toy / "protocol.lock"
+    lock = json.loads(lock_path.read_text())
+    lock["identity"] = "sha256:" + "0" * 64
+    lock_path.write_text(json.dumps(lock))
+    with pytest.raises(Refused) as caught:
+        verify(toy, ledger=ledger)
+    assert any("identity does not match" in str(line) for line in caught.value.lines())
+
+
+def test_lock_text_is_stable(toy: Path, tmp_path: Path) -> None:
+    seal(toy, ledger=Ledger(tmp_path / "l.sqlite"))
+    lock = Lock.model_validate_json((toy / "protocol.lock").read_bytes())
+    assert lock_text(lock) == (toy / "protocol.lock").read_text()
+
+
+def test_run_uses_the_sealed_solver_path_check(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    inside = write_solver(toy / "agent")
+    result = cli("run", toy, "--solver", inside)
+    assert result.exit_code == 2
+    assert "inside the protocol directory" in result.stderr
