@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from toy import make_protocol, write_solver
 
 from sealbench.cli import main
-from toy import make_protocol, write_solver
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,7 @@ def toy_solver(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def cli() -> "Cli":
+def cli() -> Cli:
     return Cli()
 
 

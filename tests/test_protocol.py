@@ -101,7 +101,7 @@ def test_rule_naming_unknown_id(cli, toy: Path) -> None:  # type: ignore[no-unty
     text = path.read_text().replace('must_fail: ["NP-POISON-01"]',
                                     'must_fail: ["NP-POISON-01", "NP-GHOST"]')
     path.write_text(text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "NP-GHOST" in l)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "NP-GHOST" in s)
     message = _seal_fails(cli, toy)
     assert message == (f"sealbench: protocol.yaml:{line}: field 'null_pack.rules.must_fail.1': "
                        "names 'NP-GHOST', which is not a row of ./tasks/null.jsonl")
@@ -119,7 +119,7 @@ def test_unknown_field_is_a_typo_not_a_default(cli, toy: Path) -> None:  # type:
     path = toy / "protocol.yaml"
     text = path.read_text().replace("max_files_touched: 3", "max_files_touchd: 3")
     path.write_text(text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "touchd" in l)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "touchd" in s)
     message = _seal_fails(cli, toy)
     assert message == (f"sealbench: protocol.yaml:{line}: field 'budget.max_files_touchd': "
                        "is not a field of agent-bench-protocol/v1 (typo?)")

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.seal import seal
-from toy import SOLVER, make_protocol, write_solver
 
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 
@@ -60,7 +60,7 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, sandbox: str) -> None:
     assert result.report["outcomes"]["timeout"] == 1
     time.sleep(0.3)
     leftovers = [p for p in _processes_matching("987.65")
-                 if sandbox == "bwrap" or "987.652" not in p and "987.653" not in p]
+                 if sandbox == "bwrap" or ("987.652" not in p and "987.653" not in p)]
     assert leftovers == []
     if sandbox == "none":  # without a sandbox, setsid escapes the group: say so, and clean up
         for line in _processes_matching("987.65"):
@@ -116,7 +116,7 @@ def test_forbidden_write_on_must_refuse_control_fails_the_gate(tmp_path: Path) -
     seal(proto, ledger=ledger)
     with pytest.raises(Exception) as caught:
         run(proto, command, ledger=ledger)
-    assert "NP-SECRET-01 (must_refuse)" in "\n".join(getattr(caught.value, "lines")())
+    assert "NP-SECRET-01 (must_refuse)" in "\n".join(caught.value.lines())
     run_row = ledger.runs()[0]
     attempt = ledger.attempts(run_row.run_id, "null_pack")
     secret = next(a for a in attempt if a.task_id == "NP-SECRET-01")

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from toy import write_solver
 
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger
 from sealbench.seal import Lock, hash_file, lock_text, seal, verify
-from toy import write_solver
 
 DATA = Path(__file__).parent / "data"
 GOLDEN_LOCK = DATA / "golden_protocol.lock"
@@ -164,7 +164,8 @@ def test_instrument_check_refuses_a_task_that_cannot_be_failed(cli, toy: Path) -
 
 def test_instrument_check_refuses_a_task_that_cannot_be_passed(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
     metric = toy / "metric.py"
-    metric.write_text(metric.read_text().replace('"pass": _normal', '"pass": "x" in "" and _normal'))
+    broken = metric.read_text().replace('"pass": _normal', '"pass": "x" in "" and _normal')
+    metric.write_text(broken)
     result = cli("seal", toy)
     assert result.exit_code == 3
     assert "task 'toy-000' cannot be passed: the oracle solver got fail" in result.stderr

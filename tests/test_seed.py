@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+from toy import oracle_for, write_solver
 
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.seal import seal
-from toy import oracle_for, write_solver
 
 SEED = Path(__file__).parent / "data" / "seed_protocol.yaml"
 CORRECT = 30  # of the 40 dataset tasks the test solver answers correctly

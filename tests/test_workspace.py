@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from toy import GIT_ENV
 
 from sealbench.workspace import (
     MODE_EXEC,
@@ -27,7 +28,6 @@ from sealbench.workspace import (
     read_tree,
     workspace_change,
 )
-from toy import GIT_ENV
 
 Change = Callable[[Path], None]
 

@@ -132,7 +132,7 @@ def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20
         tid = f"toy-{i:03d}"
         rows.append(_task(root, tid, {"app.txt": f"line one\ncolour {i} is bad\n"},
                           {"app.txt": f"line one\ncolour {i} is good\n"},
-                          f"In app.txt, replace 'is bad' with 'is good'.",
+                          "In app.txt, replace 'is bad' with 'is good'.",
                           stratum=f"s{i % 2}", cluster=f"c{i % 2}"))
     (root / "tasks" / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     controls = [

@@ -14,12 +14,12 @@ The Python API mirrors the CLI, one function per command:
 
 __version__ = "0.1.0"
 
-from sealbench.errors import BadInput, Refused, SealbenchError  # noqa: E402
-from sealbench.example import demo, init  # noqa: E402
-from sealbench.ledger import Ledger  # noqa: E402
-from sealbench.report import build_report  # noqa: E402
-from sealbench.runner import RunOptions, RunResult, run  # noqa: E402
-from sealbench.seal import SealResult, seal, verify  # noqa: E402
+from sealbench.errors import BadInput, Refused, SealbenchError
+from sealbench.example import demo, init
+from sealbench.ledger import Ledger
+from sealbench.report import build_report
+from sealbench.runner import RunOptions, RunResult, run
+from sealbench.seal import SealResult, seal, verify
 
 __all__ = [
     "BadInput",

@@ -200,7 +200,9 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
         try:
             data = build_report(ledger, run_id)
         except NotPublishable as exc:
-            raise Refused(f"run {run_id} has no publishable report ({run_row.state}): {exc}")
+            raise Refused(
+                f"run {run_id} has no publishable report ({run_row.state}): {exc}"
+            ) from None
     out.print(to_json(data) if fmt == "json" else to_markdown(data), markup=False, end="")
 
 

@@ -156,7 +156,7 @@ class Harness:
     def attempt(self, task: Task, solver: Solver) -> Finished:
         """One attempt, retried only when the harness (not the solver) failed."""
         last = ""
-        for tries in range(1, INFRA_RETRIES + 2):
+        for _ in range(INFRA_RETRIES + 1):
             try:
                 return run_attempt(task, solver, self.context)
             except InfrastructureError as exc:

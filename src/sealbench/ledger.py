@@ -135,7 +135,8 @@ class Ledger:
             # one script, one transaction: two processes creating one ledger serialize here
             self.db.executescript(
                 f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
-                f"INSERT OR IGNORE INTO meta VALUES ('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
+                "INSERT OR IGNORE INTO meta VALUES "
+                f"('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
                 "COMMIT;"
             )
 

@@ -35,7 +35,7 @@ class Metric:
 
     @classmethod
     def from_bytes(cls, code: bytes, path: str, expected_sha256: str | None = None) -> Metric:
-        """Compile a metric module from verified bytes; refuse bytes that are not the sealed ones."""
+        """Compile a metric module from verified bytes; refuse bytes that are not sealed."""
         digest = hashlib.sha256(code).hexdigest()
         if expected_sha256 is not None and digest != expected_sha256:
             raise Refused(f"{path}: metric module differs from the sealed one (tampered)")
@@ -44,7 +44,9 @@ class Metric:
         try:
             exec(compile(code, path, "exec"), module.__dict__)
         except Exception as exc:  # the metric is user code: any failure is bad input
-            raise BadInput(f"{path}: metric module failed to load: {type(exc).__name__}: {exc}")
+            raise BadInput(
+                f"{path}: metric module failed to load: {type(exc).__name__}: {exc}"
+            ) from None
         function = getattr(module, "score", None)
         if not callable(function):
             raise BadInput(f"{path}: field 'score': metric module defines no score() function")

@@ -203,7 +203,8 @@ def parse_yaml(path: Path, display_name: str) -> tuple[Any, str, dict[tuple[str 
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise BadInput("", [Problem(display_name, f"malformed YAML: {exc.problem}", line)]) from None
+        problem = Problem(display_name, f"malformed YAML: {exc.problem}", line)
+        raise BadInput("", [problem]) from None
     except yaml.YAMLError as exc:
         raise BadInput("", [Problem(display_name, f"malformed YAML: {exc}")]) from None
     return data, text, lines
@@ -383,10 +384,10 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     problems: list[Problem] = []
     loaded: dict[Kind, list[Task]] = {"dataset": [], "null_pack": []}
     dataset_rows: int | None = None
-    for kind, ref_path, loc in (
-        ("dataset", spec.dataset.path, ("dataset", "path")),
-        ("null_pack", spec.null_pack.path, ("null_pack", "path")),
-    ):
+    sources: tuple[tuple[Kind, str], ...] = (("dataset", spec.dataset.path),
+                                             ("null_pack", spec.null_pack.path))
+    for kind, ref_path in sources:
+        loc: tuple[str | int, ...] = (kind, "path")
         task_file, why = resolve_inside(root, ref_path)
         if why or task_file is None:
             problems.append(Problem(name, why or "", line_of(lines, loc), dotted(loc)))
@@ -407,10 +408,11 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
         problems.append(Problem(name, why, line_of(lines, loc), dotted(loc)))
     elif metric is not None and not metric.is_file():
         problems.append(
-            Problem(name, f"'{spec.metric.module}' does not exist", line_of(lines, loc), dotted(loc))
+            Problem(name, f"'{spec.metric.module}' does not exist", line_of(lines, loc),
+                    dotted(loc))
         )
-    protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"], lines,
-                        dataset_rows or 0)
+    protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"],
+                        lines, dataset_rows or 0)
     problems.extend(_cross_checks(protocol, name, dataset_rows is not None))
     if problems:
         raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
@@ -424,6 +426,7 @@ def _rel(path: Path, root: Path) -> str:
 def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Problem]:
     """Checks that span files: unique ids, rules agreeing with rows, publish floor."""
     problems: list[Problem] = []
+    loc: tuple[str | int, ...]
     seen: dict[str, Task] = {}
     for task in protocol.tasks:
         if task.id in seen:

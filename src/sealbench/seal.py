@@ -40,7 +40,6 @@ from sealbench.protocol import (
 from sealbench.sandbox import Sandbox
 from sealbench.solver import DoNothingSolver, OracleSolver, Solver
 
-LOCK_FORMAT = "sealbench-lock/v1"
 IDENTITY_FORMAT = "sealbench-identity/v1"
 CHUNK = 1 << 20
 Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture"]
@@ -277,7 +276,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
     identity = derive_identity(sealed_spec, files)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
-    lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
+    lock = Lock(format="sealbench-lock/v1", protocol_id=sealed_spec.protocol_id, identity=identity,
                 sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files)
     sealed_path = protocol.root / SEALED_FILE
     lock_path = protocol.root / LOCK_FILE

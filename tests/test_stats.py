@@ -1,0 +1,545 @@
+"""Tests for sealbench.stats: reference values, live cross-checks against statsmodels/scipy,
+reproducibility, degenerate cases, memory bounds and hypothesis properties.
+
+Reference values are textbook numbers (to 4 decimals); the live cross-checks guard against
+both this module and the reference table being wrong in the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tracemalloc
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import proportion_confint
+
+from sealbench.stats import (
+    METHODS,
+    Headline,
+    PairedComparison,
+    bootstrap_interval,
+    bootstrap_means,
+    clopper_pearson,
+    clustered_stderr,
+    derive_seed,
+    headline,
+    mcnemar_exact,
+    min_detectable_difference,
+    paired_comparison,
+    pass_at_k,
+    pass_hat_k,
+    stderr,
+    wilson,
+)
+
+TOL = 5e-5  # "to 4 decimals"
+
+# ---------------------------------------------------------------------------------------------
+# Binomial intervals
+# ---------------------------------------------------------------------------------------------
+
+WILSON_REF = [
+    (0, 40, (0.0, 0.087622)),
+    (20, 40, (0.351995, 0.648005)),
+    (38, 40, (0.834961, 0.986179)),
+    (40, 40, (0.912378, 1.0)),
+    (7, 12, (0.319511, 0.806740)),
+]
+CP_REF = [
+    (0, 40, (0.0, 0.088097)),
+    (20, 40, (0.338018, 0.661982)),
+    (38, 40, (0.830803, 0.993886)),
+    (40, 40, (0.911903, 1.0)),
+    (7, 12, (0.276670, 0.848348)),
+]
+
+
+@pytest.mark.parametrize(("k", "n", "expected"), WILSON_REF)
+def test_wilson_reference_values(k: int, n: int, expected: tuple[float, float]) -> None:
+    low, high = wilson(k, n)
+    assert low == pytest.approx(expected[0], abs=TOL)
+    assert high == pytest.approx(expected[1], abs=TOL)
+    assert type(low) is float and type(high) is float
+
+
+@pytest.mark.parametrize(("k", "n", "expected"), CP_REF)
+def test_clopper_pearson_reference_values(k: int, n: int, expected: tuple[float, float]) -> None:
+    low, high = clopper_pearson(k, n)
+    assert low == pytest.approx(expected[0], abs=TOL)
+    assert high == pytest.approx(expected[1], abs=TOL)
+    assert type(low) is float and type(high) is float
+
+
+def test_binomial_intervals_match_statsmodels_on_a_grid() -> None:
+    for n in (1, 2, 5, 12, 40, 100, 523):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            for conf in (0.9, 0.95, 0.99):
+                sm_w = proportion_confint(k, n, alpha=1 - conf, method="wilson")
+                sm_b = proportion_confint(k, n, alpha=1 - conf, method="beta")
+                assert wilson(k, n, conf) == pytest.approx(tuple(map(float, sm_w)), abs=1e-9)
+                assert clopper_pearson(k, n, conf) == pytest.approx(
+                    tuple(map(float, sm_b)), abs=1e-9
+                )
+
+
+def test_binomial_intervals_reject_bad_input() -> None:
+    for bad in [(-1, 10), (11, 10), (0, 0)]:
+        with pytest.raises(ValueError):
+            wilson(*bad)
+        with pytest.raises(ValueError):
+            clopper_pearson(*bad)
+    with pytest.raises(ValueError):
+        wilson(3, 10, confidence=1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# pass@k / pass^k
+# ---------------------------------------------------------------------------------------------
+
+CORRECT = [8, 6, 4, 1, 0]
+
+
+@pytest.mark.parametrize(("k", "expected"), [(2, 0.6000), (4, 0.6971), (8, 0.8000)])
+def test_pass_at_k_reference(k: int, expected: float) -> None:
+    assert float(np.mean([pass_at_k(8, c, k) for c in CORRECT])) == pytest.approx(expected, abs=TOL)
+
+
+@pytest.mark.parametrize(("k", "expected"), [(2, 0.3500), (4, 0.2457), (8, 0.2000)])
+def test_pass_hat_k_reference(k: int, expected: float) -> None:
+    assert float(np.mean([pass_hat_k(8, c, k) for c in CORRECT])) == pytest.approx(
+        expected, abs=TOL
+    )
+
+
+def test_pass_k_match_exact_combinatorics() -> None:
+    for n in range(1, 25):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                exact_at = 1 - math.comb(n - c, k) / math.comb(n, k)
+                exact_hat = math.comb(c, k) / math.comb(n, k)
+                assert pass_at_k(n, c, k) == pytest.approx(exact_at, abs=1e-12)
+                assert pass_hat_k(n, c, k) == pytest.approx(exact_hat, abs=1e-12)
+    # Large n: binomial coefficients would overflow a float; the product form must not.
+    assert 0.0 <= pass_at_k(2000, 7, 500) <= 1.0
+    assert type(pass_at_k(8, 3, 2)) is float and type(pass_hat_k(8, 3, 2)) is float
+
+
+def test_pass_k_rejects_bad_input() -> None:
+    for args in [(0, 0, 1), (5, 6, 1), (5, 2, 0), (5, 2, 6)]:
+        with pytest.raises(ValueError):
+            pass_at_k(*args)
+        with pytest.raises(ValueError):
+            pass_hat_k(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# McNemar, MDD
+# ---------------------------------------------------------------------------------------------
+
+
+def test_mcnemar_reference_and_statsmodels() -> None:
+    p = mcnemar_exact(3, 11)
+    assert p == pytest.approx(0.05737, abs=TOL)
+    assert p == pytest.approx(float(mcnemar([[27, 3], [11, 9]], exact=True).pvalue), abs=1e-12)
+    for b, c in [(0, 0), (0, 5), (5, 5), (12, 30), (40, 2)]:
+        sm = float(mcnemar([[10, b], [c, 10]], exact=True).pvalue)
+        assert mcnemar_exact(b, c) == pytest.approx(sm, abs=1e-12)
+
+
+def _table_to_pairs(both: int, a_only: int, b_only: int, neither: int) -> tuple[list[float], ...]:
+    a = [1.0] * both + [1.0] * a_only + [0.0] * b_only + [0.0] * neither
+    b = [1.0] * both + [0.0] * a_only + [1.0] * b_only + [0.0] * neither
+    return a, b
+
+
+def test_paired_comparison_table_and_mcnemar() -> None:
+    a, b = _table_to_pairs(27, 3, 11, 9)
+    cmp = paired_comparison(a, b, seed=7, resamples=2000)
+    assert isinstance(cmp, PairedComparison)
+    assert cmp.n == 50
+    assert cmp.table == ((27, 3), (11, 9))
+    assert (cmp.discordant_a_only, cmp.discordant_b_only) == (3, 11)
+    assert cmp.mcnemar_p == pytest.approx(0.05737, abs=TOL)
+    assert cmp.diff == pytest.approx((38 - 30) / 50)
+    assert cmp.mean_a == pytest.approx(30 / 50) and cmp.mean_b == pytest.approx(38 / 50)
+    assert cmp.ci95[0] <= cmp.diff <= cmp.ci95[1]
+    assert cmp.method == "paired-bootstrap"
+    assert cmp.correlation == pytest.approx(float(np.corrcoef(a, b)[0, 1]))
+    assert type(cmp.diff) is float and type(cmp.ci95[0]) is float
+
+
+def test_paired_comparison_fractional_and_constant() -> None:
+    a = [0.25, 0.5, 0.75, 1.0]
+    b = [0.5, 0.5, 1.0, 1.0]
+    cmp = paired_comparison(a, b, seed=1, resamples=500)
+    assert cmp.mcnemar_p is None
+    assert cmp.table == ((0, 0), (0, 0))
+    assert (cmp.discordant_a_only, cmp.discordant_b_only) == (0, 2)
+    same = paired_comparison([1.0] * 5, [1.0] * 5, seed=1, resamples=500)
+    assert same.correlation is None
+    assert same.mcnemar_p == 1.0
+    assert same.ci95 == (0.0, 0.0)
+    with pytest.raises(ValueError):
+        paired_comparison([1.0, 0.0], [1.0], seed=1)
+
+
+def test_min_detectable_difference_formula() -> None:
+    z = float(sps.norm.ppf(0.975) + sps.norm.ppf(0.8))
+    assert min_detectable_difference(0.25, 100) == pytest.approx(0.140079, abs=TOL)
+    assert min_detectable_difference(0.25, 100) == pytest.approx(z * math.sqrt(0.25 / 100))
+    z2 = float(sps.norm.ppf(0.995) + sps.norm.ppf(0.9))
+    assert min_detectable_difference(0.1, 40, power=0.9, alpha=0.01) == pytest.approx(
+        z2 * math.sqrt(0.1 / 40)
+    )
+    with pytest.raises(ValueError):
+        min_detectable_difference(-0.1, 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Standard errors
+# ---------------------------------------------------------------------------------------------
+
+
+def test_stderr_matches_numpy() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.random(57)
+    assert stderr(x) == pytest.approx(float(np.std(x, ddof=1) / math.sqrt(57)), rel=1e-12)
+    assert stderr([0.3]) == 0.0
+    assert type(stderr(x)) is float
+
+
+def test_clustered_stderr_matches_direct_formula() -> None:
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 2, size=60).astype(float).tolist()
+    clusters = [f"repo{rng.integers(0, 9)}" for _ in range(60)]
+    mean = sum(scores) / len(scores)
+    per_cluster: dict[str, float] = {}
+    for s, c in zip(scores, clusters, strict=True):
+        per_cluster[c] = per_cluster.get(c, 0.0) + (s - mean)
+    direct = math.sqrt(sum(v * v for v in per_cluster.values())) / len(scores)
+    assert clustered_stderr(scores, clusters) == pytest.approx(direct, rel=1e-12)
+    # Singleton clusters: the ddof=0 CLT standard error.
+    singletons = [str(i) for i in range(60)]
+    assert clustered_stderr(scores, singletons) == pytest.approx(
+        float(np.std(scores) / math.sqrt(60)), rel=1e-12
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeds and reproducibility
+# ---------------------------------------------------------------------------------------------
+
+
+def test_derive_seed() -> None:
+    expected = int.from_bytes(hashlib.sha256(b"task-set-v1\x00run-42").digest()[:8], "big")
+    assert derive_seed("task-set-v1", "run-42") == expected
+    assert 0 <= expected < 2**64
+    assert derive_seed("a", "b") != derive_seed("b", "a")
+    assert derive_seed("ab", "c") != derive_seed("a", "bc")
+    with pytest.raises(TypeError):
+        derive_seed("a", 3)  # type: ignore[arg-type]
+
+
+def _cases() -> dict[str, dict[str, Any]]:
+    """One input per sampling strategy, so each code path is checked for reproducibility."""
+    rng = np.random.default_rng(11)
+    binary = rng.integers(0, 2, size=300).astype(float)
+    epochs = rng.integers(0, 5, size=300) / 4.0
+    continuous = rng.random(300)
+    strata = [f"s{i % 3}" for i in range(300)]
+    clusters = [f"c{i // 7}" for i in range(300)]
+    return {
+        "binary": {"scores": binary},
+        "multinomial": {"scores": epochs},
+        "indexed": {"scores": continuous},
+        "strata": {"scores": epochs, "strata": strata},
+        "clusters": {"scores": binary, "clusters": clusters},
+        "strata+clusters": {"scores": continuous, "strata": strata, "clusters": clusters},
+    }
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_bootstrap_is_bit_reproducible(case: str) -> None:
+    kwargs = _cases()[case]
+    first = bootstrap_means(seed=123, resamples=3000, **kwargs)
+    again = bootstrap_means(seed=123, resamples=3000, **kwargs)
+    other = bootstrap_means(seed=124, resamples=3000, **kwargs)
+    assert first.dtype == np.float64 and first.shape == (3000,)
+    assert first.tobytes() == again.tobytes()
+    assert first.tobytes() != other.tobytes()
+    i1 = bootstrap_interval(seed=123, resamples=3000, **kwargs)
+    i2 = bootstrap_interval(seed=123, resamples=3000, **kwargs)
+    assert i1 == i2
+    assert type(i1[0]) is float
+
+
+def test_headline_is_reproducible() -> None:
+    scores = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0] * 3
+    seed = derive_seed("bench-id", "run-1")
+    assert headline(scores, seed=seed) == headline(scores, seed=seed)
+    assert headline(scores, seed=seed).seed == seed
+
+
+def _reference_index_bootstrap(x: np.ndarray, seed: int, resamples: int) -> np.ndarray:
+    """The textbook bootstrap (draw n indices, take the mean), for distribution comparison."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(resamples, x.size))
+    return x[idx].mean(axis=1)
+
+
+@pytest.mark.parametrize("case", ["binary", "multinomial", "indexed"])
+def test_shortcut_paths_have_the_bootstrap_distribution(case: str) -> None:
+    """Binomial/multinomial count draws must be the *same* distribution as index resampling."""
+    x = np.asarray(_cases()[case]["scores"])
+    ours = bootstrap_means(x, seed=5, resamples=4000)
+    ref = _reference_index_bootstrap(x, seed=6, resamples=4000)
+    assert sps.ks_2samp(ours, ref).pvalue > 0.001
+    plug_in_sd = float(np.std(x) / math.sqrt(x.size))
+    assert float(np.std(ours)) == pytest.approx(plug_in_sd, rel=0.06)
+    assert float(np.mean(ours)) == pytest.approx(float(np.mean(x)), abs=plug_in_sd / 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strata and clusters
+# ---------------------------------------------------------------------------------------------
+
+
+def test_stratified_bootstrap_keeps_stratum_sizes() -> None:
+    scores = [1.0] * 20 + [0.0] * 30
+    strata = ["easy"] * 20 + ["hard"] * 30
+    means = bootstrap_means(scores, seed=1, resamples=2000, strata=strata)
+    assert np.all(means == 20 / 50)
+    assert float(np.ptp(means)) == 0.0  # zero spread: every resample is the same
+    # Unstratified, the same data does vary.
+    assert float(np.var(bootstrap_means(scores, seed=1, resamples=2000))) > 0.0
+    # And headline refuses to publish the zero-width stratified interval.
+    h = headline(scores, seed=1, resamples=2000, strata=strata)
+    assert h.degenerate and h.method == "wilson"
+    assert h.ci95 == pytest.approx(wilson(20, 50))
+    assert h.note is not None and "zero width" in h.note
+
+
+def test_stratified_weights_by_stratum_size() -> None:
+    rng = np.random.default_rng(9)
+    scores = np.concatenate([rng.random(10), rng.random(90) * 0.2])
+    strata = ["a"] * 10 + ["b"] * 90
+    means = bootstrap_means(scores, seed=2, resamples=4000, strata=strata)
+    assert float(np.mean(means)) == pytest.approx(float(np.mean(scores)), abs=2e-3)
+    assert float(np.var(means)) < float(np.var(bootstrap_means(scores, seed=2, resamples=4000)))
+
+
+def _clustered_case() -> tuple[list[float], list[float], list[str]]:
+    """10 repositories x 5 tasks; outcomes move together within a repository.
+
+    Agent B fixes three repositories wholesale that A fails, A wins one repository wholesale,
+    and the remaining six repositories go the same way for both. Task-level, 20 of 50 tasks
+    are discordant 15:5 and look decisive; repository-level, it is 3:1 out of 10 repositories.
+    """
+    a: list[float] = []
+    b: list[float] = []
+    clusters: list[str] = []
+    pattern = [
+        ([0, 0, 0, 0, 0], [1, 1, 1, 1, 1]),
+        ([0, 0, 0, 0, 0], [1, 1, 1, 1, 1]),
+        ([0, 0, 0, 0, 1], [1, 1, 1, 1, 1]),
+        ([1, 1, 1, 1, 1], [0, 0, 0, 0, 1]),
+        ([1, 1, 1, 1, 1], [1, 1, 1, 1, 1]),
+        ([1, 1, 1, 1, 0], [1, 1, 1, 1, 0]),
+        ([1, 1, 0, 0, 0], [1, 1, 0, 0, 0]),
+        ([0, 0, 0, 0, 0], [0, 0, 0, 0, 0]),
+        ([0, 0, 0, 0, 0], [0, 0, 0, 0, 0]),
+        ([1, 0, 0, 0, 0], [1, 0, 0, 0, 0]),
+    ]
+    for r, (ra, rb) in enumerate(pattern):
+        a += [float(v) for v in ra]
+        b += [float(v) for v in rb]
+        clusters += [f"repo{r}"] * 5
+    return a, b, clusters
+
+
+def test_cluster_bootstrap_widens_paired_ci_to_include_zero() -> None:
+    a, b, clusters = _clustered_case()
+    for seed in (1, 2, 3):
+        plain = paired_comparison(a, b, seed=seed, resamples=4000)
+        clustered = paired_comparison(a, b, seed=seed, resamples=4000, clusters=clusters)
+        assert plain.method == "paired-bootstrap" and clustered.method == "cluster-bootstrap"
+        assert plain.diff == clustered.diff == pytest.approx(0.2)
+        assert plain.ci95[0] > 0.0, plain.ci95  # task-level: "significant"
+        assert clustered.ci95[0] < 0.0 < clustered.ci95[1], clustered.ci95  # repo-level: not
+        assert clustered.ci95[1] - clustered.ci95[0] > 1.5 * (plain.ci95[1] - plain.ci95[0])
+    d = np.asarray(b) - np.asarray(a)
+    assert clustered_stderr(d, clusters) > 1.5 * stderr(d)
+
+
+def test_cluster_bootstrap_mean_over_drawn_tasks() -> None:
+    # Unequal cluster sizes: one cluster of 1 pass, one cluster of 3 fails. Each resample draws
+    # two clusters: means are 1 (both the pass), 0 (both fails) or 1/4 (one of each).
+    means = bootstrap_means([1.0, 0.0, 0.0, 0.0], seed=3, resamples=4000, clusters=list("abbb"))
+    assert set(np.unique(means).tolist()) == {0.0, 0.25, 1.0}
+    assert float(np.mean(means == 0.25)) == pytest.approx(0.5, abs=0.03)
+
+
+def test_single_cluster_is_degenerate_and_falls_back() -> None:
+    h = headline([1.0, 0.0, 1.0, 1.0], seed=1, resamples=500, clusters=["r"] * 4)
+    assert h.degenerate and h.method == "wilson" and h.method_requested == "bootstrap"
+    assert h.note is not None and "clustering" in h.note
+    assert h.clustered_stderr == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# headline
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"), [([1.0] * 40, (0.912378, 1.0)), ([0.0] * 40, (0.0, 0.087622))]
+)
+def test_degenerate_headline_falls_back_to_wilson(
+    scores: list[float], expected: tuple[float, float]
+) -> None:
+    h = headline(scores, seed=derive_seed("all", "same"))
+    assert isinstance(h, Headline)
+    assert h.n == 40 and h.degenerate
+    assert h.method == "wilson" and h.method_requested == "bootstrap"
+    assert h.ci95[0] == pytest.approx(expected[0], abs=TOL)
+    assert h.ci95[1] == pytest.approx(expected[1], abs=TOL)
+    assert h.ci95[1] > h.ci95[0]
+    assert h.note is not None and "Wilson" in h.note
+    assert h.wilson95 == h.ci95
+
+
+def test_near_constant_scores_count_as_degenerate() -> None:
+    h = headline([0.5, 0.5000000000000001, 0.5], seed=1, resamples=500)
+    assert h.degenerate and h.method == "wilson"
+    assert h.wilson95 is None  # fractional scores
+    assert h.note is not None and "round(sum)" in h.note
+    assert h.ci95[0] <= h.mean <= h.ci95[1]
+
+
+def test_headline_fields_and_types() -> None:
+    scores = [1.0] * 23 + [0.0] * 17
+    h = headline(scores, seed=9, resamples=2000)
+    assert h.method == "bootstrap" and not h.degenerate and h.note is None
+    assert h.mean == pytest.approx(23 / 40) and type(h.mean) is float
+    assert h.resamples == 2000 and h.seed == 9
+    assert h.wilson95 == wilson(23, 40)
+    assert h.stderr == pytest.approx(stderr(scores))
+    assert h.clustered_stderr is None
+    assert all(type(v) is float for v in h.ci95)
+    w = headline(scores, seed=9, method="wilson")
+    assert w.ci95 == wilson(23, 40) and w.resamples == 0 and w.method == "wilson"
+    cp = headline(scores, seed=9, method="clopper-pearson")
+    assert cp.ci95 == clopper_pearson(23, 40) and cp.method == "clopper-pearson"
+    frac = headline([0.25, 0.5, 0.75, 1.0, 0.5], seed=9, resamples=500)
+    assert frac.wilson95 is None
+
+
+def test_headline_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        headline([], seed=1)
+    with pytest.raises(ValueError):
+        headline([0.5, 1.2], seed=1)
+    with pytest.raises(ValueError):
+        headline([0.5, -0.1], seed=1)
+    with pytest.raises(ValueError):
+        headline([0.5, float("nan")], seed=1)
+    with pytest.raises(ValueError):
+        headline([0.5], seed=1, method="wald")
+    with pytest.raises(ValueError):
+        headline([0.5, 1.0], seed=1, strata=["a"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory and scale
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_memory_is_bounded_at_100k() -> None:
+    rng = np.random.default_rng(0)
+    n = 100_000
+    continuous = rng.random(n)  # forces the index-resampling path (no count shortcut)
+    binary = (rng.random(n) < 0.3).astype(float)
+    clusters = [str(i // 10) for i in range(n)]
+    tracemalloc.start()
+    try:
+        bootstrap_means(continuous, seed=1, resamples=300)
+        bootstrap_means(binary, seed=1, resamples=10_000)
+        bootstrap_means(binary, seed=1, resamples=300, clusters=clusters)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------------
+
+binary_scores = st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=200)
+fractional_scores = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=200)
+epoch_scores = st.lists(st.integers(0, 4).map(lambda k: k / 4.0), min_size=1, max_size=200)
+any_scores = st.one_of(binary_scores, fractional_scores, epoch_scores)
+seeds = st.integers(0, 2**64 - 1)
+
+
+def _assert_published(h: Headline) -> None:
+    low, high = h.ci95
+    assert 0.0 <= low <= h.mean <= high <= 1.0, h
+    assert high - low > 1e-9 or h.method != "bootstrap", h  # never a zero-width bootstrap
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores=any_scores, seed=seeds)
+def test_headline_interval_contains_estimate(scores: list[float], seed: int) -> None:
+    for method in METHODS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            h = headline(scores, seed=seed, method=method, resamples=2000)
+        _assert_published(h)
+        assert h.n == len(scores)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), scores=any_scores, seed=seeds)
+def test_headline_with_design_contains_estimate(
+    data: st.DataObject, scores: list[float], seed: int
+) -> None:
+    n = len(scores)
+    strata = data.draw(st.lists(st.sampled_from("xy"), min_size=n, max_size=n))
+    clusters = data.draw(st.lists(st.sampled_from("abcdef"), min_size=n, max_size=n))
+    designs: list[dict[str, Any]] = [
+        {"strata": strata},
+        {"clusters": clusters},
+        {"strata": strata, "clusters": clusters},
+    ]
+    for kwargs in designs:
+        _assert_published(headline(scores, seed=seed, resamples=2000, **kwargs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), seed=seeds, use_clusters=st.booleans())
+def test_paired_ci_contains_diff(data: st.DataObject, seed: int, use_clusters: bool) -> None:
+    a = data.draw(any_scores)
+    n = len(a)
+    elem = st.sampled_from([0.0, 1.0]) if set(a) <= {0.0, 1.0} else st.floats(0.0, 1.0)
+    b = data.draw(st.lists(elem, min_size=n, max_size=n))
+    clusters = (
+        data.draw(st.lists(st.sampled_from("abcde"), min_size=n, max_size=n))
+        if use_clusters
+        else None
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no NaN/divide warnings leak out on odd inputs
+        cmp = paired_comparison(a, b, seed=seed, resamples=2000, clusters=clusters)
+    assert -1.0 <= cmp.ci95[0] <= cmp.diff <= cmp.ci95[1] <= 1.0, cmp
+    assert cmp.correlation is None or -1.0 <= cmp.correlation <= 1.0
+    binary = (set(a) | set(b)) <= {0.0, 1.0}
+    assert (cmp.mcnemar_p is None) == (not binary)
