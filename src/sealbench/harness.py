@@ -91,6 +91,9 @@ class Harness:
             oracle_path=self.oracle_path,
             record_for=self.record_for,
             hidden=(protocol.root, self.scratch, *hidden),
+            output_cap=spec.budget.max_output_bytes,
+            max_processes=spec.budget.max_processes,
+            max_workspace_bytes=spec.budget.max_workspace_bytes,
         )
 
     def __enter__(self) -> Harness:

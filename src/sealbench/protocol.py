@@ -53,6 +53,9 @@ class Budget(_Strict):
     max_files_touched: int | None = Field(default=None, ge=1)
     network: bool = False
     sandbox: Literal["auto", "required"] = "auto"
+    max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_processes: int = Field(default=512, ge=8)
+    max_workspace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
 
 
 class Rules(_Strict):

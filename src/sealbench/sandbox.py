@@ -8,15 +8,22 @@ is hidden, the host is read-only, the network is gone, and as root every capabil
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import os
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 SandboxKind = Literal["bwrap", "none"]
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
+TMPFS_BYTES = 256 * 1024 * 1024  # the solver's private /tmp and /dev/shm live in memory
+CGROUP_BASES = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
 
 
 @dataclass(frozen=True)
@@ -39,12 +46,17 @@ class Sandbox:
     reason: str | None = None
     extra_hidden: tuple[Path, ...] = field(default_factory=tuple)
 
-    def wrap(self, argv: list[str], mounts: Mounts) -> list[str]:
-        """The command line that runs argv confined to mounts (argv itself without a sandbox)."""
+    def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None) -> list[str]:
+        """The command line that runs argv confined to mounts (argv itself without a sandbox).
+
+        status_fd receives bubblewrap's JSON status: a `child-pid` line proves the sandbox
+        started, which is how a harness failure is told apart from the solver's own.
+        """
         if self.kind == "none" or self.bwrap is None:
             return argv
-        return [self.bwrap, *bwrap_args(mounts, network=self.network,
-                                        hidden=(*mounts.hidden, *self.extra_hidden)),
+        status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
+        return [self.bwrap, *status, *bwrap_args(mounts, network=self.network,
+                                                 hidden=(*mounts.hidden, *self.extra_hidden)),
                 "--", *argv]
 
 
@@ -53,8 +65,9 @@ def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> li
     args = [
         "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        "--tmpfs", "/dev/shm",
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+        "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm",
     ]
     if not network:
         args.append("--unshare-net")
@@ -100,3 +113,94 @@ def detect(*, network: bool = False, want: Literal["auto", "bwrap", "none"] = "a
     if problem is not None:
         return Sandbox("none", reason=problem)
     return Sandbox("bwrap", bwrap=executable, network=network)
+
+
+def sandbox_started(status: bytes) -> bool:
+    """True when bubblewrap reported the sandboxed child's pid (so setup succeeded)."""
+    return b'"child-pid"' in status
+
+
+# --------------------------------------------------------------------------- process limits
+
+
+@dataclass(frozen=True)
+class ProcessCage:
+    """A pids cgroup around one attempt: caps how many processes it may have (a fork bomb
+    stops there) and finds every one of them afterwards, even those that escaped with setsid
+    when there is no sandbox. Root's RLIMIT_NPROC cannot do this: the kernel exempts uid 0."""
+
+    path: Path
+
+    def prefix(self) -> list[str]:
+        """Commands that move the attempt into the cgroup before anything of it runs."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def kill_all(self, deadline_sec: float = 5.0) -> None:
+        """SIGKILL everything in the cgroup until it is empty (new forks included)."""
+        end = time.monotonic() + deadline_sec
+        kill_file = self.path / "cgroup.kill"
+        while time.monotonic() < end:
+            pids = self.pids()
+            if not pids:
+                return
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill_all()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+@functools.cache
+def cgroup_parent() -> Path | None:
+    """A writable pids cgroup directory for sealbench's attempts, or None where there is none
+    (not root, cgroups read-only, no pids controller)."""
+    for base in CGROUP_BASES:
+        parent = base / f"sealbench-{os.getpid()}"
+        try:
+            parent.mkdir(exist_ok=True)
+            if base == Path("/sys/fs/cgroup"):  # cgroup v2: delegate pids to our children
+                (parent / "cgroup.subtree_control").write_text("+pids")
+            probe = parent / "probe"
+            probe.mkdir(exist_ok=True)
+            usable = (probe / "pids.max").exists()
+            probe.rmdir()
+        except OSError:
+            continue
+        if usable:
+            atexit.register(_remove_quietly, parent)
+            return parent
+        with contextlib.suppress(OSError):
+            parent.rmdir()
+    return None
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def new_cage(name: str, max_pids: int) -> ProcessCage | None:
+    """A fresh pids cgroup for one attempt, limited to max_pids processes."""
+    parent = cgroup_parent()
+    if parent is None:
+        return None
+    path = parent / name
+    try:
+        path.mkdir()
+        (path / "pids.max").write_text(str(max_pids))
+    except OSError:
+        return None
+    return ProcessCage(path)

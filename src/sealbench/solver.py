@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
 from sealbench.protocol import Task
-from sealbench.sandbox import Mounts, Sandbox
+from sealbench.sandbox import Mounts, ProcessCage, Sandbox, new_cage, sandbox_started
 from sealbench.workspace import (
     Change,
     FixtureRecord,
@@ -52,7 +52,8 @@ class Execution:
 
 
 def execute(
-    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, output_cap: int
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, output_cap: int,
+    cage: ProcessCage | None = None, pass_fds: tuple[int, ...] = (),
 ) -> Execution:
     """Run a command in its own session; kill the whole group on timeout or output flood.
 
@@ -61,10 +62,12 @@ def execute(
     cap is dropped as it arrives so memory stays bounded whatever the solver prints.
     """
     started = time.monotonic()
+    if cage is not None:
+        argv = [*cage.prefix(), *argv]
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
+            stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
         )
     except OSError as exc:
         return Execution(None, b"", f"solver could not start: {exc}".encode(),
@@ -87,7 +90,7 @@ def execute(
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
-                _kill_group(proc.pid)  # leftovers in its group die with it
+                _kill_all(proc.pid, cage)  # leftovers die with it
             if exited_at is not None and now - exited_at > REAP_GRACE_SEC:
                 break
             for key, _ in selector.select(min(0.05, deadline - now)):
@@ -102,7 +105,7 @@ def execute(
                     flooded = True
             if flooded:
                 break
-    _kill_group(proc.pid)
+    _kill_all(proc.pid, cage)
     returncode = proc.wait()
     proc.stdout.close()
     proc.stderr.close()
@@ -116,9 +119,23 @@ def execute(
     )
 
 
-def _kill_group(pgid: int) -> None:
+def _kill_all(pgid: int, cage: ProcessCage | None) -> None:
+    """Kill the process group, and with a cage every process of the attempt wherever it
+    went (setsid, double fork)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    if cage is not None:
+        cage.kill_all()
+
+
+def _read_available(fd: int) -> bytes:
+    """Whatever is in a pipe now, without blocking."""
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------- solvers
@@ -139,6 +156,8 @@ class AttemptContext:
     record_for: Callable[[Task], FixtureRecord]
     hidden: tuple[Path, ...] = ()
     output_cap: int = DEFAULT_OUTPUT_CAP
+    max_processes: int = 512
+    max_workspace_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -184,9 +203,27 @@ class CommandSolver:
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
         )
-        argv = ctx.sandbox.wrap([*self.argv, task.id], mounts)
-        return execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
-                       output_cap=ctx.output_cap)
+        cage = new_cage(ws.root.parent.name, ctx.max_processes)
+        status_r, status_w = os.pipe()
+        try:
+            sandboxed = ctx.sandbox.kind == "bwrap"
+            argv = ctx.sandbox.wrap([*self.argv, task.id], mounts,
+                                    status_fd=status_w if sandboxed else None)
+            execution = execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
+                                output_cap=ctx.output_cap, cage=cage,
+                                pass_fds=(status_w,) if sandboxed else ())
+            os.close(status_w)
+            status_w = -1
+            if sandboxed and not sandbox_started(_read_available(status_r)):
+                raise InfrastructureError("the sandbox did not start: "
+                                          + execution.stderr[-500:].decode(errors="replace"))
+            return execution
+        finally:
+            for fd in (status_r, status_w):
+                if fd >= 0:
+                    os.close(fd)
+            if cage is not None:
+                cage.remove()
 
 
 @dataclass(frozen=True)
@@ -266,7 +303,7 @@ def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
 def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:
     if ctx.diff_source == "stdout":
         return Change(execution.stdout, diff_paths(execution.stdout), ())
-    return workspace_change(ctx.record_for(task), ws.root, ctx.store)
+    return workspace_change(ctx.record_for(task), ws.root, ctx.store, ctx.max_workspace_bytes)
 
 
 def _refusal(refuse_file: Path) -> str | None:
@@ -298,6 +335,9 @@ def judge(
         return result("timeout", f"killed after {ctx.timeout:g} s")
     if execution.flooded:
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
+    if change.oversize is not None:
+        return result("violation", f"workspace grew to {change.oversize} bytes, past "
+                      f"budget.max_workspace_bytes ({ctx.max_workspace_bytes})")
     if forbidden:
         return result("violation", f"wrote forbidden path(s): {', '.join(forbidden)}")
     if change.escaping_links:

@@ -258,6 +258,7 @@ class Change:
     diff: bytes
     touched: tuple[str, ...]
     escaping_links: tuple[str, ...]
+    oversize: int | None = None  # bytes in the workspace, when past the budget (not read)
 
 
 def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
@@ -279,8 +280,22 @@ def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
     return tuple(sorted(bad))
 
 
-def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore) -> Change:
-    """Diff the workspace against the harness's own record of the fixture."""
+def workspace_bytes(root: Path) -> int:
+    """Total size of what git would track, from lstat alone (nothing is read)."""
+    return sum(path.lstat().st_size for path in _walk(root))
+
+
+def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
+                     max_bytes: int | None = None) -> Change:
+    """Diff the workspace against the harness's own record of the fixture.
+
+    A workspace grown past max_bytes is not read at all: the harness's memory must not depend
+    on what the solver wrote.
+    """
+    if max_bytes is not None:
+        size = workspace_bytes(workspace)
+        if size > max_bytes:
+            return Change(b"", (), (), oversize=size)
     after = read_tree(workspace)
     touched = touched_paths(record.files, after)
     links = escaping_links(workspace, after)
