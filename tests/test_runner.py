@@ -13,6 +13,7 @@ from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
+from sealbench.sandbox import cgroup_parent
 from sealbench.seal import seal
 
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
@@ -59,12 +60,12 @@ def test_timeout_kills_the_whole_tree(tmp_path: Path, sandbox: str) -> None:
     assert rows["toy-000"]["outcome"] == "pass"
     assert result.report["outcomes"]["timeout"] == 1
     time.sleep(0.3)
+    caged = cgroup_parent() is not None  # pids cgroup: finds setsid escapers without bwrap too
     leftovers = [p for p in _processes_matching("987.65")
-                 if sandbox == "bwrap" or ("987.652" not in p and "987.653" not in p)]
+                 if sandbox == "bwrap" or caged or ("987.652" not in p and "987.653" not in p)]
+    for line in _processes_matching("987.65"):  # never leave a stray behind, even on failure
+        os.kill(int(line.split(":")[0]), 9)
     assert leftovers == []
-    if sandbox == "none":  # without a sandbox, setsid escapes the group: say so, and clean up
-        for line in _processes_matching("987.65"):
-            os.kill(int(line.split(":")[0]), 9)
 
 
 @pytest.mark.parametrize("body,control", [
