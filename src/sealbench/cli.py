@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sealbench import __version__
+from sealbench.doctor import diagnose
 from sealbench.errors import Refused, SealbenchError
 from sealbench.example import demo as run_demo
 from sealbench.example import init as init_example
@@ -231,6 +232,22 @@ def _run_summary(row: Any) -> dict[str, Any]:
             "finished_at": row.finished_at, "n": row.report["n"] if row.report else None,
             "mean": row.report["mean"] if row.report else None,
             "ci95": row.report["ci95"] if row.report else None, "result": result}
+
+
+@main.command(help="Check live that isolation holds on this machine: the oracle is hidden, "
+              "writes outside the workspace are refused, the network is refused, stray "
+              "processes are reaped, attempts get a process limit." + EXIT_HELP)
+def doctor() -> None:
+    sandbox, checks = diagnose()
+    for check in checks:
+        mark = "ok  " if check.held else "FAIL"
+        out.print(f"{mark} {check.name}: {check.detail}", markup=False)
+    if all(c.held for c in checks):
+        out.print(f"isolation holds (sandbox: {sandbox.kind})", markup=False)
+        return
+    err.print("sealbench: isolation does not hold on this machine; runs will report "
+              f"sandbox: {sandbox.kind}", markup=False)
+    sys.exit(3)
 
 
 @main.command(help="Init the example into a fresh temporary directory, seal it, run the "
