@@ -19,7 +19,7 @@ from pathlib import Path
 from sealbench.errors import InfrastructureError, Refused
 from sealbench.metric import Metric
 from sealbench.protocol import Protocol, Task
-from sealbench.sandbox import Sandbox
+from sealbench.sandbox import CagePool, Sandbox
 from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
 from sealbench.workspace import (
     MODE_LINK,
@@ -74,6 +74,7 @@ class Harness:
         self.store = ObjectStore(self.scratch / "objects.git")
         self._records: dict[Path | None, FixtureRecord] = {}
         self._records_lock = threading.Lock()
+        self.cages = CagePool()
         self._oracles = self.scratch / "oracles"
         self._oracles.mkdir()
         spec = protocol.spec
@@ -94,12 +95,14 @@ class Harness:
             output_cap=spec.budget.max_output_bytes,
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
+            cages=self.cages,
         )
 
     def __enter__(self) -> Harness:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.cages.close()
         remove_tree(self.scratch)
 
     # ------------------------------------------------------------------ verified reads

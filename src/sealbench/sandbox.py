@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,7 @@ class ProcessCage:
         """SIGKILL everything in the cgroup until it is empty (new forks included)."""
         end = time.monotonic() + deadline_sec
         kill_file = self.path / "cgroup.kill"
+        pause = 0.0005
         while time.monotonic() < end:
             pids = self.pids()
             if not pids:
@@ -155,7 +157,8 @@ class ProcessCage:
             for pid in pids:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            time.sleep(0.01)
+            time.sleep(pause)  # exiting processes leave the list within a millisecond or so
+            pause = min(pause * 2, 0.02)
 
     def remove(self) -> None:
         self.kill_all()
@@ -204,3 +207,38 @@ def new_cage(name: str, max_pids: int) -> ProcessCage | None:
     except OSError:
         return None
     return ProcessCage(path)
+
+
+class CagePool:
+    """Empty cages kept for reuse: creating and removing a cgroup per attempt costs more than
+    the sandbox itself. A cage goes back only once kill_all has emptied it."""
+
+    def __init__(self) -> None:
+        self._free: list[ProcessCage] = []
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def acquire(self, max_pids: int) -> ProcessCage | None:
+        with self._lock:
+            cage = self._free.pop() if self._free else None
+            self._count += 1
+            name = f"attempt-{self._count}"
+        if cage is None:
+            return new_cage(f"{name}-{os.getpid()}-{id(self)}", max_pids)
+        with contextlib.suppress(OSError):
+            (cage.path / "pids.max").write_text(str(max_pids))
+        return cage
+
+    def release(self, cage: ProcessCage) -> None:
+        cage.kill_all()
+        if cage.pids():
+            cage.remove()
+            return
+        with self._lock:
+            self._free.append(cage)
+
+    def close(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for cage in free:
+            cage.remove()

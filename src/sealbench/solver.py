@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
 from sealbench.protocol import Task
-from sealbench.sandbox import Mounts, ProcessCage, Sandbox, new_cage, sandbox_started
+from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_started
 from sealbench.workspace import (
     Change,
     FixtureRecord,
@@ -158,6 +158,7 @@ class AttemptContext:
     output_cap: int = DEFAULT_OUTPUT_CAP
     max_processes: int = 512
     max_workspace_bytes: int | None = None
+    cages: CagePool | None = None
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ class CommandSolver:
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
         )
-        cage = new_cage(ws.root.parent.name, ctx.max_processes)
+        cage = ctx.cages.acquire(ctx.max_processes) if ctx.cages else None
         status_r, status_w = os.pipe()
         try:
             sandboxed = ctx.sandbox.kind == "bwrap"
@@ -222,8 +223,8 @@ class CommandSolver:
             for fd in (status_r, status_w):
                 if fd >= 0:
                     os.close(fd)
-            if cage is not None:
-                cage.remove()
+            if cage is not None and ctx.cages is not None:
+                ctx.cages.release(cage)
 
 
 @dataclass(frozen=True)

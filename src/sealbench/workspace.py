@@ -202,10 +202,13 @@ class FixtureRecord:
     files: Tree
     tree_id: str
     git_files: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    git_dirs: tuple[str, ...] = ()  # empty ones too: git wants refs/ to exist
 
     def materialize(self, dest: Path) -> None:
         """Write the fixture and its one-commit `.git` into a fresh directory."""
         made: set[Path] = {dest}
+        for rel in self.git_dirs:
+            (dest / GIT_DIR / rel).mkdir(parents=True, exist_ok=True)
         for rel, (mode, data) in self.git_files.items():
             _write(dest / GIT_DIR / rel, mode, data, made)
         for rel, entry in self.files.items():
@@ -237,6 +240,12 @@ def build_record(files: Tree, store: ObjectStore, scratch: Path) -> FixtureRecor
         if files:
             git(["add", "--all", "--force", "."], cwd=repo, home=repo)
             git(["commit", "--quiet", "--no-verify", "-m", "fixture"], cwd=repo, home=repo)
+            # one pack instead of a loose object (and a directory) per file: every attempt
+            # writes this .git out again, so fewer files is faster attempts
+            git(["repack", "-a", "-d", "-q"], cwd=repo, home=repo)
+            git(["prune-packed"], cwd=repo, home=repo)
+            git(["pack-refs", "--all"], cwd=repo, home=repo)
+            shutil.rmtree(repo / GIT_DIR / "logs", ignore_errors=True)
         git_files = {
             path.relative_to(repo / GIT_DIR).as_posix(): (
                 MODE_EXEC if path.stat().st_mode & stat.S_IXUSR else MODE_FILE,
@@ -245,7 +254,9 @@ def build_record(files: Tree, store: ObjectStore, scratch: Path) -> FixtureRecor
             for path in sorted((repo / GIT_DIR).rglob("*"))
             if path.is_file()
         }
-    return FixtureRecord(files, tree_id, git_files)
+        git_dirs = tuple(path.relative_to(repo / GIT_DIR).as_posix()
+                         for path in sorted((repo / GIT_DIR).rglob("*")) if path.is_dir())
+    return FixtureRecord(files, tree_id, git_files, git_dirs)
 
 
 # --------------------------------------------------------------------------- results
