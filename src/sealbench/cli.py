@@ -7,6 +7,7 @@ gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,13 +21,22 @@ from rich.table import Table
 
 from sealbench import __version__
 from sealbench.doctor import diagnose
-from sealbench.errors import Refused, SealbenchError
+from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.example import demo as run_demo
 from sealbench.example import init as init_example
 from sealbench.example import solver_command
-from sealbench.ledger import Ledger, default_path
-from sealbench.report import NotPublishable, build_report, headline_text, to_json, to_markdown
-from sealbench.runner import RunOptions, RunResult
+from sealbench.ledger import Ledger, RunRow, default_path, export_lines
+from sealbench.report import (
+    REPORT_FORMAT,
+    NotPublishable,
+    build_report,
+    headline_text,
+    to_json,
+    to_markdown,
+    verify_report,
+)
+from sealbench.runner import RunControl, RunOptions, RunResult
+from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
 from sealbench.seal import seal as seal_protocol
 from sealbench.seal import verify as verify_protocol
@@ -175,17 +185,48 @@ def _print_result(result: RunResult) -> None:
                    "ledger); report.md goes beside it.")
 @click.option("--sandbox", type=click.Choice(["auto", "bwrap", "none"]), default="auto",
               show_default=True, help="auto uses bubblewrap when it works.")
+@click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
+              help="Continue a killed or stopped run: same protocol identity and solver "
+                   "command required; finished attempts are kept, unfinished ones redone.")
+@click.option("--run-id", default=None, help="Name a new run instead of a generated id.")
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
-        report_path: Path | None, sandbox: str, ledger_path: Path | None) -> None:
+        report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
+        ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox)  # type: ignore[arg-type]
-    with _errors(), _progress() as progress:
-        result = run_protocol(directory, solver, ledger=_ledger(ledger_path), options=options,
-                              on_event=_progress_events(progress))
+    control = RunControl()
+    with _errors(), _progress() as progress, _interrupts(control):
+        ledger = _ledger(ledger_path)
+        events = _progress_events(progress)
+        if resume_id is not None:
+            result = resume_run(directory, solver, resume_id, ledger=ledger, options=options,
+                                on_event=events, control=control)
+        else:
+            result = run_protocol(directory, solver, ledger=ledger, options=options,
+                                  on_event=events, control=control, run_id=run_id)
     _print_result(result)
+
+
+@contextmanager
+def _interrupts(control: RunControl) -> Iterator[None]:
+    """Ctrl-C once: finish running attempts and stop; twice: kill them too."""
+
+    def handler(_signum: int, _frame: object) -> None:
+        if control.interrupt() == 1:
+            err.print("stopping: no new attempts; running ones finish or time out "
+                      "(Ctrl-C again to kill them)", markup=False)
+        else:
+            err.print("killing running attempts; they are recorded as interrupted",
+                      markup=False)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @main.command(help="Print the report of RUN_ID, recomputed from the ledger." + EXIT_HELP)
@@ -214,22 +255,108 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
 @ledger_option
 def runs(fmt: str, ledger_path: Path | None) -> None:
     with _errors():
-        rows = _ledger(ledger_path, create=False).runs()
+        ledger = _ledger(ledger_path, create=False)
+        summaries = [_run_summary(r, ledger) for r in ledger.runs()]
     if fmt == "json":
-        out.print(json.dumps([_run_summary(r) for r in rows], indent=2), markup=False)
+        out.print(json.dumps(summaries, indent=2), markup=False)
         return
-    table = Table("run", "protocol", "solver", "state", "result")
-    for r in rows:
-        summary = _run_summary(r)
-        table.add_row(r.run_id, r.protocol_id, r.solver, r.state, summary["result"])
+    table = Table("run", "protocol", "solver", "state", "attempts", "result")
+    for s in summaries:
+        done = sum(s["attempts"].values())
+        expected = sum((s["expected"] or {}).values())
+        table.add_row(s["run_id"], s["protocol_id"], s["solver"], s["state"],
+                      f"{done}/{expected}", s["result"][:160])
     out.print(table)
 
 
-def _run_summary(row: Any) -> dict[str, Any]:
+@main.command(help="Show the per-task outcomes of RUN_ID; --diff TASK_ID prints that task's "
+              "diff as the harness recorded it." + EXIT_HELP)
+@click.argument("run_id")
+@click.option("--diff", "diff_task", default=None, metavar="TASK_ID")
+@ledger_option
+def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
+    with _errors():
+        ledger = _ledger(ledger_path, create=False)
+        row = ledger.run(run_id)
+        attempts = ledger.attempts(run_id)
+        if diff_task is not None:
+            chosen = [a for a in attempts if a.task_id == diff_task]
+            if not chosen:
+                raise BadInput(f"run {run_id} has no attempt of task '{diff_task}'")
+            for attempt in chosen:
+                digest = attempt.record.get("diff")
+                data = ledger.get_artifact(digest) if digest else b""
+                out.print(f"# {attempt.task_id} epoch {attempt.epoch}: "
+                          f"{attempt.record['outcome']}", markup=False)
+                sys.stdout.write(data.decode("utf-8", errors="replace"))
+            return
+    out.print(f"run {row.run_id}  {row.protocol_id}  state {row.state}  solver {row.solver}",
+              markup=False)
+    table = Table("phase", "task", "epoch", "outcome", "detail")
+    for a in attempts:
+        table.add_row(a.phase, a.task_id, str(a.epoch), a.record["outcome"],
+                      str(a.record.get("detail", ""))[:100])
+    out.print(table)
+    for item in ledger.interrupted(run_id):
+        out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "
+                  f"({item['how']})", markup=False)
+
+
+@main.command(help="Write RUN_ID as JSONL, one attempt a line, with everything needed to "
+              "recompute its figures." + EXIT_HELP)
+@click.argument("run_id")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+              help="File to write (default: standard output).")
+@ledger_option
+def export(run_id: str, output: Path | None, ledger_path: Path | None) -> None:
+    with _errors():
+        lines = list(export_lines(_ledger(ledger_path, create=False), run_id))
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {len(lines)} attempts to {output}", markup=False)
+
+
+@main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and "
+              "check the protocol, with --protocol) and name each figure or record that "
+              "differs. Exit 0 only when all agree." + EXIT_HELP)
+@click.argument("report_file", type=click.Path(path_type=Path))
+@click.option("--protocol", "protocol_dir", type=click.Path(path_type=Path), default=None,
+              help="The protocol directory: also verify its seal and identity.")
+@ledger_option
+def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
+                      ledger_path: Path | None) -> None:
+    with _errors():
+        try:
+            data = json.loads(report_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{report_file}: not a readable report ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
+            raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
+        ledger = _ledger(ledger_path, create=False)
+        problems = verify_report(data, ledger)
+        if protocol_dir is not None:
+            sealed = verify_protocol(protocol_dir, ledger=ledger)
+            if sealed.identity != data.get("identity"):
+                problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
+                                f"report's {data.get('identity')}")
+        if problems:
+            raise Refused(f"{report_file}: does not match the ledger", problems)
+    out.print(f"{report_file}: every figure agrees with {ledger.path} "
+              f"(run {data['run_id']}, {data['records']['attempts']} attempts)", markup=False)
+
+
+def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     result = headline_text(row.report) if row.report else (row.reason or "")
     return {"run_id": row.run_id, "protocol_id": row.protocol_id, "identity": row.identity,
-            "solver": row.solver, "state": row.state, "started_at": row.started_at,
-            "finished_at": row.finished_at, "n": row.report["n"] if row.report else None,
+            "solver": row.solver, "sandbox": row.sandbox, "state": row.state,
+            "started_at": row.started_at, "finished_at": row.finished_at,
+            "attempts": ledger.attempt_counts(row.run_id),
+            "expected": row.options.get("expected"),
+            "interrupted_attempts": len(ledger.interrupted(row.run_id)),
+            "n": row.report["n"] if row.report else None,
             "mean": row.report["mean"] if row.report else None,
             "ci95": row.report["ci95"] if row.report else None, "result": result}
 
@@ -260,3 +387,7 @@ def demo(directory: Path | None, jobs: int) -> None:
         result = run_demo(directory, jobs=jobs, on_event=_progress_events(progress))
     _print_result(result.run)
     out.print(f"ledger     {result.ledger}", markup=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,13 @@ from sealbench.errors import InfrastructureError, Refused
 from sealbench.metric import Metric
 from sealbench.protocol import Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
-from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
+from sealbench.solver import (
+    AttemptContext,
+    AttemptInterrupted,
+    AttemptResult,
+    Solver,
+    run_attempt,
+)
 from sealbench.workspace import (
     MODE_LINK,
     Entry,
@@ -44,6 +50,13 @@ class SealedFile:
 
 
 @dataclass(frozen=True)
+class Interrupted:
+    """An attempt cut short by the user (a second Ctrl-C): recorded, never scored, redone."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
 class InfraFailure:
     """An attempt the harness could not carry out: never scored, reported separately."""
 
@@ -52,7 +65,7 @@ class InfraFailure:
     tries: int
 
 
-Finished = AttemptResult | InfraFailure
+Finished = AttemptResult | InfraFailure | Interrupted
 
 
 class Harness:
@@ -66,6 +79,7 @@ class Harness:
         *,
         timeout_scale: float = 1.0,
         hidden: tuple[Path, ...] = (),
+        abort: threading.Event | None = None,
     ) -> None:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
@@ -96,6 +110,7 @@ class Harness:
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
             cages=self.cages,
+            abort=abort or threading.Event(),
         )
 
     def __enter__(self) -> Harness:
@@ -165,6 +180,8 @@ class Harness:
         for _ in range(INFRA_RETRIES + 1):
             try:
                 return run_attempt(task, solver, self.context)
+            except AttemptInterrupted:
+                return Interrupted(task.id)
             except InfrastructureError as exc:
                 last = str(exc)
         return InfraFailure(task.id, last, INFRA_RETRIES + 1)
@@ -175,36 +192,30 @@ class Harness:
         solver: Solver,
         workers: int,
         on_finished: Callable[[Task, int, Finished], None],
+        *,
+        on_started: Callable[[Task, int], None] = lambda _t, _e: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Run (task, epoch) jobs on `workers` threads; results are handed back on this thread
-        as each finishes, so the ledger is written by one thread in completion order."""
+        """Run (task, epoch) jobs on `workers` threads. Starts and results are handed back on
+        this thread, so the ledger is written by one thread, in completion order; once
+        should_stop() is true no new job starts and the running ones finish."""
         pending = iter(jobs)
+        running: dict[Future[Finished], tuple[Task, int]] = {}
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            running: dict[Future[Finished], tuple[Task, int]] = {}
-            for future, (task, epoch) in self._drain(pool, pending, solver, workers, running,
-                                                     should_stop):
-                on_finished(task, epoch, future.result())
 
-    def _drain(
-        self,
-        pool: ThreadPoolExecutor,
-        pending: Iterator[tuple[Task, int]],
-        solver: Solver,
-        workers: int,
-        running: dict[Future[Finished], tuple[Task, int]],
-        should_stop: Callable[[], bool],
-    ) -> Iterator[tuple[Future[Finished], tuple[Task, int]]]:
-        def fill() -> None:
-            while len(running) < max(1, workers) and not should_stop():
-                job = next(pending, None)
-                if job is None:
-                    return
-                running[pool.submit(self.attempt, job[0], solver)] = job
+            def fill() -> None:
+                while len(running) < max(1, workers) and not should_stop():
+                    job = next(pending, None)
+                    if job is None:
+                        return
+                    on_started(*job)
+                    running[pool.submit(self.attempt, job[0], solver)] = job
 
-        fill()
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield future, running.pop(future)
             fill()
+            while running:
+                # a timeout keeps the main thread responsive to signals (Ctrl-C)
+                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task, epoch = running.pop(future)
+                    on_finished(task, epoch, future.result())
+                fill()

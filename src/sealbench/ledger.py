@@ -59,6 +59,23 @@ CREATE TABLE IF NOT EXISTS attempts (
     PRIMARY KEY (run_id, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS attempts_task ON attempts (run_id, phase, task_id, epoch);
+CREATE TABLE IF NOT EXISTS inflight (
+    run_id TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, phase, task_id, epoch)
+);
+CREATE TABLE IF NOT EXISTS interrupted (
+    run_id TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    noted_at TEXT NOT NULL,
+    how TEXT NOT NULL
+);
 """
 
 
@@ -225,16 +242,57 @@ class Ledger:
             raise BadInput(f"{self.path}: no run '{run_id}' in this ledger (see `sealbench runs`)")
         return _run_row(row)
 
+    def has_run(self, run_id: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return row is not None
+
     def runs(self) -> list[RunRow]:
         rows = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, run_id DESC")
         return [_run_row(r) for r in rows.fetchall()]
 
     # ------------------------------------------------------------------ attempts
 
+    def begin_attempt(self, run_id: str, phase: str, task_id: str, epoch: int) -> None:
+        """Mark an attempt as in flight, so a crash cannot lose track of it."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO inflight VALUES (?,?,?,?,?)",
+                       (run_id, phase, task_id, epoch, now()))
+
+    def note_interrupted(self, run_id: str, phase: str, task_id: str, epoch: int,
+                         how: str) -> None:
+        """An attempt that was cut short: kept on record, never scored, redone on resume."""
+        with self.transaction() as db:
+            self._move_inflight(db, run_id, "AND phase=? AND task_id=? AND epoch=?",
+                                (phase, task_id, epoch), how)
+
+    def recover_inflight(self, run_id: str, how: str) -> int:
+        """Attempts a dead run left in flight become interrupted records; returns how many."""
+        with self.transaction() as db:
+            return self._move_inflight(db, run_id, "", (), how)
+
+    @staticmethod
+    def _move_inflight(db: sqlite3.Connection, run_id: str, where: str,
+                       args: tuple[Any, ...], how: str) -> int:
+        rows = db.execute(f"SELECT phase, task_id, epoch, started_at FROM inflight "
+                          f"WHERE run_id=? {where}", (run_id, *args)).fetchall()
+        for phase, task_id, epoch, started in rows:
+            db.execute("INSERT INTO interrupted VALUES (?,?,?,?,?,?,?)",
+                       (run_id, phase, task_id, epoch, started, now(), how))
+        db.execute(f"DELETE FROM inflight WHERE run_id=? {where}", (run_id, *args))
+        return len(rows)
+
+    def interrupted(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT phase, task_id, epoch, started_at, noted_at, how FROM "
+                               "interrupted WHERE run_id=? ORDER BY rowid", (run_id,)).fetchall()
+        keys = ("phase", "task_id", "epoch", "started_at", "noted_at", "how")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
     def add_attempt(self, run_id: str, phase: str, task_id: str, epoch: int,
                     record: dict[str, Any]) -> AttemptRow:
         """Append one finished attempt to its run's hash chain, in one transaction."""
         with self.transaction() as db:
+            db.execute("DELETE FROM inflight WHERE run_id=? AND phase=? AND task_id=? AND "
+                       "epoch=?", (run_id, phase, task_id, epoch))
             last = db.execute(
                 "SELECT seq, digest FROM attempts WHERE run_id=? ORDER BY seq DESC LIMIT 1",
                 (run_id,),
@@ -258,6 +316,27 @@ class Ledger:
         rows = self.db.execute(query + " ORDER BY seq", args).fetchall()
         return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
+    def chain_head(self, run_id: str) -> tuple[int, str]:
+        """How many attempts the run has recorded, and the digest of the last one."""
+        row = self.db.execute("SELECT COUNT(*), (SELECT digest FROM attempts WHERE run_id=? "
+                              "ORDER BY seq DESC LIMIT 1) FROM attempts WHERE run_id=?",
+                              (run_id, run_id)).fetchone()
+        return int(row[0]), str(row[1] or GENESIS)
+
+    def attempt_counts(self, run_id: str) -> dict[str, int]:
+        rows = self.db.execute("SELECT phase, COUNT(*) FROM attempts WHERE run_id=? "
+                               "GROUP BY phase", (run_id,)).fetchall()
+        return {str(phase): int(count) for phase, count in rows}
+
+    def set_run_state(self, run_id: str, state: str, reason: str | None = None) -> None:
+        """Change a run's state without touching its finish time or report (resume, stop)."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET state=?, reason=? WHERE run_id=?", (state, reason, run_id))
+
+    def update_options(self, run_id: str, options: dict[str, Any]) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET options=? WHERE run_id=?", (json.dumps(options), run_id))
+
     def verify_chain(self, run_id: str) -> list[str]:
         """Problems with a run's attempt chain: edited, deleted or reordered records."""
         problems: list[str] = []
@@ -275,6 +354,22 @@ class Ledger:
                 problems.append(f"{label}: content does not match its digest (edited)")
             prev = row.digest
         return problems
+
+
+def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
+    """The run as JSONL, one attempt a line, with what is needed to recompute its figures:
+    the run's identity and options on every line, the attempt record, its chain digests."""
+    run = ledger.run(run_id)
+    for row in ledger.attempts(run_id):
+        yield json.dumps({
+            "format": "sealbench-export/v1",
+            "run_id": run.run_id, "protocol_id": run.protocol_id, "identity": run.identity,
+            "solver": run.solver, "sandbox": run.sandbox,
+            "ci_method": run.options["ci_method"], "min_n": run.options["min_n"],
+            "epochs": run.options["epochs"], "rules": run.options["rules"],
+            "seq": row.seq, "phase": row.phase, "task_id": row.task_id, "epoch": row.epoch,
+            "record": row.record, "prev_digest": row.prev_digest, "digest": row.digest,
+        }, sort_keys=True)
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:

@@ -12,10 +12,18 @@ from collections import defaultdict
 from typing import Any
 
 from sealbench import __version__
+from sealbench.errors import SealbenchError
 from sealbench.gate import evaluate
 from sealbench.ledger import Ledger, RunRow
 from sealbench.solver import OUTCOMES
-from sealbench.stats import derive_seed, headline
+from sealbench.stats import (
+    bootstrap_interval,
+    derive_seed,
+    headline,
+    min_detectable_difference,
+    pass_at_k,
+    pass_hat_k,
+)
 
 REPORT_FORMAT = "sealbench-report/v1"
 
@@ -35,8 +43,10 @@ def task_scores(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
         if not scored:
             continue
         first = scored[0]
+        passes = sum(1 for r in scored if r["outcome"] == "pass")
         scores[task_id] = {
-            "score": sum(1.0 if r["outcome"] == "pass" else 0.0 for r in scored) / len(scored),
+            "score": passes / len(scored),
+            "passes": passes,
             "epochs": len(scored),
             "stratum": first.get("stratum"),
             "cluster": first.get("cluster"),
@@ -78,6 +88,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     head = headline(values, seed=seed, method=options["ci_method"], strata=strata,
                     clusters=clusters)
     counts = outcome_counts(ledger, run_id, "dataset")
+    attempts, head_digest = ledger.chain_head(run_id)
     return {
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
@@ -102,15 +113,66 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
             "clustered": clusters is not None,
         },
         "epochs": options["epochs"],
+        "strata": _strata(scores, run, options["ci_method"]),
+        "min_detectable_difference": _mdd(values),
+        "pass_at_k": _pass_k(scores, options["epochs"], seed),
         "outcomes": {k: v for k, v in counts.items() if k != "infrastructure_error"},
         "infrastructure_errors": counts.get("infrastructure_error", 0),
         "null_pack": null_pack,
         "publish": {"min_n": options["min_n"], "require_ci": options["require_ci"]},
         "timings": _timings(ledger, run),
         "records": {"ledger": str(ledger.path.resolve()),
-                    "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id},
+                    "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id,
+                    "attempts": attempts, "chain_head": head_digest},
         "sealbench_version": __version__,
     }
+
+
+def _strata(scores: dict[str, dict[str, Any]], run: RunRow, method: str) -> dict[str, Any]:
+    """Per-stratum n, mean and interval, each seeded apart from the headline's."""
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for s in scores.values():
+        if s["stratum"] is not None:
+            grouped[str(s["stratum"])].append(s["score"])
+    out: dict[str, Any] = {}
+    for name in sorted(grouped):
+        head = headline(grouped[name], seed=derive_seed(run.identity, run.run_id, name),
+                        method=method)
+        out[name] = {"n": head.n, "mean": head.mean, "ci95": list(head.ci95),
+                     "ci_method": head.method}
+    return out
+
+
+def _mdd(values: list[float]) -> dict[str, Any]:
+    """The smallest difference this exam can detect against another agent (80% power).
+
+    Var(d) of a paired difference is estimated as twice this run's score variance, i.e. as if
+    the other agent were as variable and uncorrelated; correlated agents detect less.
+    """
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+    return {"value": min_detectable_difference(2 * var, n), "power": 0.8, "alpha": 0.05,
+            "assumes": "Var(d) = 2 Var(score): the other agent as variable, uncorrelated"}
+
+
+def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[dict[str, Any]]:
+    """pass@k (Chen et al. 2021) and pass^k (tau-bench) for k = 1..epochs, intervals over tasks."""
+    rows = [s for s in scores.values() if s["epochs"] == epochs]
+    if epochs < 2 or not rows:
+        return []
+    out = []
+    for k in range(1, epochs + 1):
+        at = [pass_at_k(epochs, s["passes"], k) for s in rows]
+        hat = [pass_hat_k(epochs, s["passes"], k) for s in rows]
+        out.append({
+            "k": k, "n": len(rows),
+            "pass_at_k": sum(at) / len(at), "pass_at_k_ci95": list(
+                bootstrap_interval(at, seed=derive_seed(str(seed), "pass@", str(k)))),
+            "pass_hat_k": sum(hat) / len(hat), "pass_hat_k_ci95": list(
+                bootstrap_interval(hat, seed=derive_seed(str(seed), "pass^", str(k)))),
+        })
+    return out
 
 
 def _labels(scores: dict[str, dict[str, Any]], key: str) -> list[str] | None:
@@ -176,3 +238,58 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines[3:3] = [f"_{report['interval']['note']}_", ""]
     lines.append(f"Records: ledger `{report['records']['ledger']}`, run `{report['run_id']}`.")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- re-checking
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        out = {}
+        for index, inner in enumerate(value):
+            out.update(_flatten(inner, f"{prefix}[{index}]"))
+        return out
+    return {prefix: value}
+
+
+# where the report was written from, not what it says: allowed to differ on another machine
+LOCATION_FIELDS = ("records.ledger", "records.artifacts")
+
+
+def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
+    """Every way the report disagrees with the ledger it claims to come from; [] if none.
+
+    Checks the run's hash chain (edited, deleted, reordered records), every artifact's digest,
+    then recomputes every figure from the ledger alone and names each that differs.
+    """
+    run_id = report.get("run_id")
+    if not isinstance(run_id, str):
+        return ["the report names no run_id"]
+    problems = ledger.verify_chain(run_id)
+    for row in ledger.attempts(run_id):
+        for kind in ("diff", "stdout", "stderr"):
+            digest = row.record.get(kind)
+            if digest is None:
+                continue
+            try:
+                ledger.get_artifact(digest)
+            except (OSError, SealbenchError):
+                problems.append(f"attempt seq {row.seq} ({row.phase} {row.task_id}): its "
+                                f"{kind} artifact {digest[:12]} is missing or altered")
+    try:
+        recomputed = build_report(ledger, run_id)
+    except NotPublishable as exc:
+        return [*problems, f"the ledger does not support a published report: {exc}"]
+    given, fresh = _flatten(report), _flatten(recomputed)
+    for key in sorted(given.keys() | fresh.keys()):
+        if key in LOCATION_FIELDS or key == "sealbench_version":
+            continue
+        if given.get(key) != fresh.get(key):
+            problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
+                            f"gives {fresh.get(key)!r}")
+    return problems

@@ -7,18 +7,21 @@ events carry counts of finished attempts only.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
+import socket
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sealbench.errors import BadInput, Refused
+from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate
-from sealbench.harness import Finished, Harness, InfraFailure
+from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
 from sealbench.ledger import Ledger
 from sealbench.protocol import Task
 from sealbench.report import NotPublishable, build_report, to_json, to_markdown
@@ -27,6 +30,8 @@ from sealbench.seal import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 
 Event = Callable[[str, dict[str, Any]], None]
+EXIT_INTERRUPTED = 130
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 @dataclass(frozen=True)
@@ -119,15 +124,37 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger) -> dict[str, An
     }
 
 
+class RunControl:
+    """Lets the caller stop a run from another thread or a signal handler.
+
+    First interrupt: start no new attempt, let the running ones finish or time out, record
+    everything. Second: kill the running attempts and record them as interrupted.
+    """
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+
+    def interrupt(self) -> int:
+        """Escalate one step; returns 1 after the first call, 2 after the second."""
+        if self.stop.is_set():
+            self.abort.set()
+            return 2
+        self.stop.set()
+        return 1
+
+
 class Run:
     """One run of a solver on a sealed protocol, recorded in a ledger as it goes."""
 
     def __init__(self, sealed: Sealed, solver_command: str, ledger: Ledger,
-                 options: RunOptions, on_event: Event) -> None:
+                 options: RunOptions, on_event: Event, control: RunControl,
+                 run_id: str | None = None) -> None:
         self.sealed = sealed
         self.ledger = ledger
         self.options = options
         self.emit = on_event
+        self.control = control
         self.command = solver_command
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
@@ -138,38 +165,73 @@ class Run:
                               f"no sandbox is available: {self.sandbox.reason}")
             self.emit("warning", {"message": f"running WITHOUT a sandbox: {self.sandbox.reason}."
                                   " The solver can read the oracles; reports say sandbox: none"})
-        self.run_id = new_run_id()
+        self.run_id = run_id or new_run_id()
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         temp = Path(tempfile.gettempdir()).resolve()
+        # `temp / "*"` stands for anything in the temp dir: the temp dir itself is never shown
         self.solver = CommandSolver(argv, visible=solver_files(
-            argv, (*self.hidden(), sealed.protocol.root, temp / "sealbench-run-")))
+            argv, (*self.hidden(), sealed.protocol.root, temp / "*")))
 
     def hidden(self) -> tuple[Path, ...]:
         db = self.ledger.path.resolve()
         return (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
                 self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve())
 
-    def execute(self) -> RunResult:
-        spec = self.sealed.protocol.spec
+    def start(self) -> RunResult:
+        """A new run: record it, then go."""
         self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
                                self.command, self.sandbox.kind, self._ledger_options())
+        return self._go()
+
+    def resume(self) -> RunResult:
+        """Continue a run: finished attempts are kept, unfinished ones are done again."""
+        recovered = self.ledger.recover_inflight(self.run_id, "the run died while it ran")
+        if recovered:
+            self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
+                                  "stopped were recorded as interrupted and will run again"})
+        self.ledger.set_run_state(self.run_id, "running")
+        options = self.ledger.run(self.run_id).options
+        options["pid"], options["host"] = os.getpid(), socket.gethostname()
+        self.ledger.update_options(self.run_id, options)
+        return self._go()
+
+    def _go(self) -> RunResult:
+        spec = self.sealed.protocol.spec
         self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
+        done = {(r.phase, r.task_id, r.epoch) for r in self.ledger.attempts(self.run_id)}
         try:
             with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
-                         timeout_scale=self.options.timeout_scale,
-                         hidden=self.hidden()) as harness:
-                self._phase(harness, "null_pack",
-                            [(t, 0) for t in self.sealed.protocol.null_pack])
+                         timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
+                         abort=self.control.abort) as harness:
+                self._phase(harness, "null_pack", [
+                    (t, 0) for t in self.sealed.protocol.null_pack
+                    if ("null_pack", t.id, 0) not in done])
+                self._stopped_check()
                 self._gate(spec.null_pack.rules.class_of())
-                self._phase(harness, "dataset",
-                            [(t, e) for e in range(self.options.epochs)
-                             for t in self.sealed.protocol.dataset])
+                self._phase(harness, "dataset", [
+                    (t, e) for e in range(self.options.epochs)
+                    for t in self.sealed.protocol.dataset
+                    if ("dataset", t.id, e) not in done])
+                self._stopped_check()
+        except (Refused, RunInterrupted):
+            raise
         except BaseException as exc:
-            if not isinstance(exc, Refused):
-                self.ledger.finish_run(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
+            self.ledger.recover_inflight(self.run_id, f"{type(exc).__name__}: {exc}")
+            self.ledger.set_run_state(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
             raise
         return self._publish()
+
+    def _stopped_check(self) -> None:
+        if not self.control.stop.is_set():
+            return
+        self.ledger.recover_inflight(self.run_id, "stopped by the user")
+        self.ledger.set_run_state(self.run_id, "interrupted", "stopped by the user")
+        raise RunInterrupted(
+            f"run {self.run_id} stopped; everything finished is recorded. Resume with: "
+            f"sealbench run {shlex.quote(str(self.sealed.protocol.root))} --solver "
+            f"{shlex.quote(self.command)} --resume {self.run_id}"
+            + (f" --ledger {shlex.quote(str(self.ledger.path))}" if self.ledger.path else ""))
 
     def _ledger_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
@@ -180,17 +242,28 @@ class Run:
             "rules": spec.null_pack.rules.class_of(),
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
+            "expected": {"null_pack": len(self.sealed.protocol.null_pack),
+                         "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
+            "pid": os.getpid(), "host": socket.gethostname(),
         }
 
     def _phase(self, harness: Harness, phase: str, jobs: list[tuple[Task, int]]) -> None:
         self.emit("phase", {"phase": phase, "total": len(jobs)})
 
+        def started(task: Task, epoch: int) -> None:
+            self.ledger.begin_attempt(self.run_id, phase, task.id, epoch)
+
         def finished(task: Task, epoch: int, result: Finished) -> None:
-            record = attempt_record(task, result, self.ledger)
-            self.ledger.add_attempt(self.run_id, phase, task.id, epoch, record)
+            if isinstance(result, Interrupted):
+                self.ledger.note_interrupted(self.run_id, phase, task.id, epoch,
+                                             "killed by a second interrupt")
+            else:
+                record = attempt_record(task, result, self.ledger)
+                self.ledger.add_attempt(self.run_id, phase, task.id, epoch, record)
             self.emit("attempt", {"phase": phase, "task_id": task.id})
 
-        harness.run_all(jobs, self.solver, self.options.jobs, finished)
+        harness.run_all(jobs, self.solver, self.options.jobs, finished, on_started=started,
+                        should_stop=self.control.stop.is_set)
 
     def _gate(self, rules: dict[str, str]) -> None:
         records = {r.task_id: r.record for r in self.ledger.attempts(self.run_id, "null_pack")}
@@ -219,16 +292,85 @@ class Run:
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
 
 
-def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
-        options: RunOptions | None = None,
-        on_event: Event = lambda _kind, _data: None) -> RunResult:
-    """Verify the protocol, then run the solver behind the null-pack gate and publish."""
-    options = options or RunOptions()
+class RunInterrupted(SealbenchError):
+    """The user stopped the run; it can be resumed (exit 130, as for SIGINT)."""
+
+    exit_status = EXIT_INTERRUPTED
+
+
+def _check_options(options: RunOptions) -> None:
     if options.jobs < 1 or options.epochs < 1 or options.timeout_scale <= 0:
         raise BadInput("--jobs and --epochs must be >= 1 and --timeout-scale > 0")
+
+
+def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
+        options: RunOptions | None = None,
+        on_event: Event = lambda _kind, _data: None,
+        control: RunControl | None = None, run_id: str | None = None) -> RunResult:
+    """Verify the protocol, then run the solver behind the null-pack gate and publish."""
+    options = options or RunOptions()
+    _check_options(options)
+    if run_id is not None:
+        if not RUN_ID_PATTERN.match(run_id):
+            raise BadInput(f"--run-id: '{run_id}' is not a valid id ([A-Za-z0-9._-]+)")
+        if ledger.has_run(run_id):
+            raise BadInput(f"--run-id: run '{run_id}' already exists in {ledger.path}; "
+                           "use --resume to continue it")
     sealed = verify(directory, ledger=ledger)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
-    return Run(sealed, solver_command, ledger, options, on_event).execute()
+    return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
+               run_id).start()
+
+
+def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: Ledger,
+           options: RunOptions | None = None, on_event: Event = lambda _kind, _data: None,
+           control: RunControl | None = None) -> RunResult:
+    """Continue a killed or stopped run; refused unless the protocol identity and the solver
+    command are the ones it began with. Changes nothing when refused."""
+    options = options or RunOptions()
+    _check_options(options)
+    row = ledger.run(run_id)
+    if row.state in ("published", "refused"):
+        raise Refused(f"run {run_id} is {row.state}; there is nothing to resume")
+    if row.state == "running" and _alive(row.options):
+        raise Refused(f"run {run_id} is still running (pid {row.options.get('pid')} on "
+                      f"{row.options.get('host')}); stop it before resuming")
+    sealed = verify(directory, ledger=ledger)
+    if sealed.identity != row.identity:
+        raise Refused(f"run {run_id} began under protocol identity {row.identity}; "
+                      f"{directory} is now {sealed.identity}. A re-sealed exam cannot "
+                      "continue an old run")
+    if solver_command != row.solver:
+        raise Refused(f"run {run_id} began with solver {row.solver!r}, not "
+                      f"{solver_command!r}; resume with the same command")
+    stored = RunOptions(jobs=options.jobs, timeout_scale=row.options["timeout_scale"],
+                        epochs=row.options["epochs"], report_path=options.report_path,
+                        sandbox=options.sandbox)
+    for name in ("timeout_scale", "epochs"):
+        given, kept = getattr(options, name), getattr(stored, name)
+        if given != getattr(RunOptions(), name) and given != kept:
+            raise Refused(f"run {run_id} began with --{name.replace('_', '-')} {kept}; "
+                          f"it cannot continue with {given}")
+    active = Run(sealed, solver_command, ledger, stored, on_event, control or RunControl(),
+                 run_id)
+    if active.sandbox.kind != row.sandbox:
+        raise Refused(f"run {run_id} began with sandbox {row.sandbox}; this machine now "
+                      f"gives {active.sandbox.kind}")
+    return active.resume()
+
+
+def _alive(options: dict[str, Any]) -> bool:
+    """Is the process that owns a 'running' run still there (same host only)?"""
+    pid, host = options.get("pid"), options.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid != os.getpid()
 
 
 def default_jobs() -> int:

@@ -172,6 +172,7 @@ def cgroup_parent() -> Path | None:
     (not root, cgroups read-only, no pids controller)."""
     for base in CGROUP_BASES:
         parent = base / f"sealbench-{os.getpid()}"
+        _sweep_stale(base)
         try:
             parent.mkdir(exist_ok=True)
             if base == Path("/sys/fs/cgroup"):  # cgroup v2: delegate pids to our children
@@ -188,6 +189,19 @@ def cgroup_parent() -> Path | None:
         with contextlib.suppress(OSError):
             parent.rmdir()
     return None
+
+
+def _sweep_stale(base: Path) -> None:
+    """Remove cgroups left by sealbench processes that died without cleaning up (SIGKILL)."""
+    with contextlib.suppress(OSError):
+        for stale in base.glob("sealbench-*"):
+            pid = stale.name.removeprefix("sealbench-")
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+                continue
+            for child in stale.iterdir():
+                if child.is_dir():
+                    ProcessCage(child).remove()
+            _remove_quietly(stale)
 
 
 def _remove_quietly(path: Path) -> None:

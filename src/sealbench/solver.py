@@ -13,6 +13,7 @@ import selectors
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,11 +50,17 @@ class Execution:
     timed_out: bool = False
     flooded: bool = False
     duration: float = 0.0
+    interrupted: bool = False
+
+
+class AttemptInterrupted(Exception):
+    """The user aborted the run while this attempt was running."""
 
 
 def execute(
     argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, output_cap: int,
     cage: ProcessCage | None = None, pass_fds: tuple[int, ...] = (),
+    abort: threading.Event | None = None,
 ) -> Execution:
     """Run a command in its own session; kill the whole group on timeout or output flood.
 
@@ -76,7 +83,7 @@ def execute(
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
     seen = 0
-    timed_out = flooded = False
+    timed_out = flooded = interrupted = False
     deadline = started + timeout
     exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
@@ -87,6 +94,9 @@ def execute(
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
+                break
+            if abort is not None and abort.is_set():
+                interrupted = True
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
@@ -110,12 +120,13 @@ def execute(
     proc.stdout.close()
     proc.stderr.close()
     return Execution(
-        None if timed_out or flooded else returncode,
+        None if timed_out or flooded or interrupted else returncode,
         bytes(buffers[out_fd]),
         bytes(buffers[err_fd]),
         timed_out=timed_out,
         flooded=flooded,
         duration=time.monotonic() - started,
+        interrupted=interrupted,
     )
 
 
@@ -159,6 +170,7 @@ class AttemptContext:
     max_processes: int = 512
     max_workspace_bytes: int | None = None
     cages: CagePool | None = None
+    abort: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -212,10 +224,11 @@ class CommandSolver:
                                     status_fd=status_w if sandboxed else None)
             execution = execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
                                 output_cap=ctx.output_cap, cage=cage,
-                                pass_fds=(status_w,) if sandboxed else ())
+                                pass_fds=(status_w,) if sandboxed else (), abort=ctx.abort)
             os.close(status_w)
             status_w = -1
-            if sandboxed and not sandbox_started(_read_available(status_r)):
+            if sandboxed and not execution.interrupted \
+                    and not sandbox_started(_read_available(status_r)):
                 raise InfrastructureError("the sandbox did not start: "
                                           + execution.stderr[-500:].decode(errors="replace"))
             return execution
@@ -280,6 +293,8 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResul
     try:
         ws = _prepare(task, attempt_dir, ctx)
         execution = solver.act(task, ws, ctx)
+        if execution.interrupted:
+            raise AttemptInterrupted(task.id)
         change = _collect(ws, execution, task, ctx)
         refused = _refusal(ws.refuse_file)
         return judge(task, execution, change, refused, ctx)

@@ -1,0 +1,154 @@
+"""The ledger as the single source of truth (issue 5 items 2, 4, 6)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sealbench.ledger import SCHEMA_VERSION, Ledger
+from sealbench.runner import RunOptions, run
+from sealbench.seal import seal
+from sealbench.stats import derive_seed, headline
+from toy import SOLVER, make_protocol, write_solver
+
+
+@pytest.fixture
+def published(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A toy protocol with one published run; returns (ledger path, report path, run id)."""
+    proto = make_protocol(tmp_path / "proto", n=6, min_n=5)
+    body = SOLVER + "if sys.argv[-1] in ('toy-002', 'toy-005'):\n" \
+                    "    open('app.txt', 'a').write('x')\n"
+    command = write_solver(tmp_path / "agent", body)
+    ledger_path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(ledger_path)
+    seal(proto, ledger=ledger)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    ledger.close()
+    return ledger_path, result.report_path, result.run_id
+
+
+def _verify(cli, report: Path, ledger: Path):  # type: ignore[no-untyped-def]
+    return cli("verify-report", report, "--ledger", ledger)
+
+
+def test_unchanged_ledger_verifies(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id = published
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 0, result.stderr
+    assert f"run {run_id}, 9 attempts" in result.output
+
+
+def _db(ledger: Path) -> sqlite3.Connection:
+    return sqlite3.connect(ledger, isolation_level=None)
+
+
+def test_one_changed_byte_in_a_record_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id = published
+    db = _db(ledger)
+    record = db.execute("SELECT record FROM attempts WHERE run_id=? AND seq=4", (run_id,))
+    text = record.fetchone()[0]
+    forged = text.replace('"outcome": "fail"', '"outcome": "pass"') if '"fail"' in text \
+        else text.replace('"duration": ', '"duration": 1')
+    assert forged != text
+    db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=4", (forged, run_id))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "attempt seq 4" in result.stderr and "edited" in result.stderr
+
+
+def test_a_deleted_record_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id = published
+    _db(ledger).execute("DELETE FROM attempts WHERE run_id=? AND seq=5", (run_id,))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "attempt seq 6" in result.stderr and "deleted" in result.stderr
+
+
+def test_two_swapped_records_are_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id = published
+    db = _db(ledger)
+    rows = db.execute("SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=? "
+                      "AND seq IN (6, 7) ORDER BY seq", (run_id,)).fetchall()
+    db.execute("DROP INDEX attempts_task")
+    for (seq, *_), (_, phase, task, epoch, record) in zip(rows, reversed(rows), strict=True):
+        db.execute("UPDATE attempts SET phase=?, task_id=?, epoch=?, record=? WHERE run_id=? "
+                   "AND seq=?", (phase, task, epoch, record, run_id, seq))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "attempt seq 6" in result.stderr and "attempt seq 7" in result.stderr
+
+
+def test_an_edited_figure_in_the_report_is_named(cli, published, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, _ = published
+    data = json.loads(report.read_text())
+    data["mean"] = 0.99
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    result = _verify(cli, forged, ledger)
+    assert result.exit_code == 3
+    assert "figure 'mean': the report says 0.99" in result.stderr
+
+
+def test_export_alone_recomputes_the_headline(cli, published, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ledger, report_path, run_id = published
+    out = tmp_path / "run.jsonl"
+    assert cli("export", run_id, "--ledger", ledger, "-o", out).exit_code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 9 and all(line["run_id"] == run_id for line in lines)
+    dataset = [line for line in lines if line["phase"] == "dataset"]
+    first = dataset[0]
+    scores = [1.0 if line["record"]["outcome"] == "pass" else 0.0 for line in dataset]
+    head = headline(scores, seed=derive_seed(first["identity"], first["run_id"]),
+                    method=first["ci_method"],
+                    strata=[line["record"]["stratum"] for line in dataset],
+                    clusters=[line["record"]["cluster"] for line in dataset])
+    report = json.loads(report_path.read_text())
+    assert (head.n, head.mean, list(head.ci95)) == (report["n"], report["mean"], report["ci95"])
+    assert report["mean"] == pytest.approx(4 / 6)
+
+
+def test_report_twice_is_byte_identical(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report_path, run_id = published
+    first = cli("report", run_id, "--ledger", ledger)
+    second = cli("report", run_id, "--ledger", ledger)
+    assert first.exit_code == 0
+    assert first.output == second.output == report_path.read_text()
+
+
+def test_schema_version_is_recorded_and_newer_ledgers_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    Ledger(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.commit()
+    result = subprocess.run([sys.executable, "-m", "sealbench.cli", "runs", "--ledger", str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "newer than this sealbench" in result.stderr
+
+
+def test_two_concurrent_runs_on_one_ledger_lose_nothing(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto", n=8, min_n=6)
+    command = write_solver(tmp_path / "agent")
+    ledger_path = tmp_path / "shared.sqlite"
+    seal(proto, ledger=Ledger(ledger_path))
+    cmd = [sys.executable, "-m", "sealbench.cli", "run", str(proto), "--solver", command,
+           "--ledger", str(ledger_path), "--jobs", "2"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    ledger = Ledger(ledger_path)
+    runs = ledger.runs()
+    assert len(runs) == 2 and {r.state for r in runs} == {"published"}
+    for r in runs:
+        assert ledger.attempt_counts(r.run_id) == {"null_pack": 3, "dataset": 8}
+        assert ledger.verify_chain(r.run_id) == []
+    assert all(b"database is locked" not in err for _, err in outputs)
