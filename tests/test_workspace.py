@@ -136,7 +136,7 @@ def store(tmp_path: Path) -> ObjectStore:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_harness_diff_matches_git_diff(case: str, tmp_path: Path, store: ObjectStore) -> None:
     expected = git_made_oracle(tmp_path, CASES[case])
-    record = build_record(FIXTURE, store, tmp_path)
+    record = build_record(FIXTURE, store)
     ws = tmp_path / "ws"
     record.materialize(ws)
     for change in CASES[case]:
@@ -148,16 +148,29 @@ def test_harness_diff_matches_git_diff(case: str, tmp_path: Path, store: ObjectS
 
 
 def test_workspace_is_a_git_repository_of_the_fixture(tmp_path: Path, store: ObjectStore) -> None:
-    record = build_record(FIXTURE, store, tmp_path)
+    record = build_record(FIXTURE, store)
     ws = tmp_path / "ws"
     record.materialize(ws)
     assert _git(["status", "--porcelain"], ws) == b""
     assert _git(["log", "--format=%s"], ws) == b"fixture\n"
+    _git(["fsck", "--strict", "--no-dangling"], ws)  # raises on any malformed object or pack
+    assert _git(["rev-parse", "HEAD^{tree}"], ws).decode().strip() == record.tree_id
     assert read_tree(ws) == FIXTURE
+    (ws / "src" / "app.py").write_text("changed\n")
+    assert _git(["status", "--porcelain"], ws) == b" M src/app.py\n"
+
+
+def test_empty_fixture_is_an_empty_repository(tmp_path: Path, store: ObjectStore) -> None:
+    record = build_record({}, store)
+    ws = tmp_path / "ws"
+    record.materialize(ws)
+    assert _git(["status", "--porcelain"], ws) == b""
+    (ws / "new.txt").write_text("x\n")
+    assert _git(["status", "--porcelain"], ws) == b"?? new.txt\n"
 
 
 def test_unchanged_workspace_has_empty_diff(tmp_path: Path, store: ObjectStore) -> None:
-    record = build_record(FIXTURE, store, tmp_path)
+    record = build_record(FIXTURE, store)
     ws = tmp_path / "ws"
     record.materialize(ws)
     (ws / "emptydir").mkdir()  # git tracks no empty directories; neither do we
@@ -167,7 +180,7 @@ def test_unchanged_workspace_has_empty_diff(tmp_path: Path, store: ObjectStore) 
 
 def test_rewriting_dot_git_does_not_hide_an_edit(tmp_path: Path, store: ObjectStore) -> None:
     """A solver that commits its edit, ignores it and rebuilds .git still shows its diff."""
-    record = build_record(FIXTURE, store, tmp_path)
+    record = build_record(FIXTURE, store)
     ws = tmp_path / "ws"
     record.materialize(ws)
     (ws / "src/app.py").write_bytes(b"cheat = True\n")
@@ -184,7 +197,7 @@ def test_rewriting_dot_git_does_not_hide_an_edit(tmp_path: Path, store: ObjectSt
 
 
 def test_symlinks_are_recorded_not_followed(tmp_path: Path, store: ObjectStore) -> None:
-    record = build_record(FIXTURE, store, tmp_path)
+    record = build_record(FIXTURE, store)
     ws = tmp_path / "ws"
     record.materialize(ws)
     secret = tmp_path / "secret.txt"

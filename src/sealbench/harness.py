@@ -151,7 +151,7 @@ class Harness:
         with self._records_lock:
             record = self._records.get(task.repo)
             if record is None:
-                record = build_record(self._fixture_tree(task.repo), self.store, self.scratch)
+                record = build_record(self._fixture_tree(task.repo), self.store)
                 self._records[task.repo] = record
             return record
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sealbench.errors import InfrastructureError
+from sealbench.gitrepo import FileEntry, repository_files, tree_objects
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -156,32 +157,10 @@ class ObjectStore:
 
     def write_tree(self, tree: Tree) -> str:
         """Write every blob and tree object of a flat path map; return the root tree id."""
-        nested: dict[str, object] = {}
-        for rel, entry in tree.items():
-            node = nested
-            *dirs, name = rel.split("/")
-            for part in dirs:
-                child = node.setdefault(part, {})
-                assert isinstance(child, dict)
-                node = child
-            node[name] = entry
-        return self._write_nested(nested)
-
-    def _write_nested(self, node: dict[str, object]) -> str:
-        rows: list[tuple[bytes, bytes]] = []
-        for name, child in node.items():
-            if isinstance(child, Entry):
-                oid = self._write_object(b"blob", child.data)
-                rows.append((name.encode(), b"%o %s\0" % (child.mode, name.encode())
-                             + bytes.fromhex(oid)))
-            else:
-                assert isinstance(child, dict)
-                oid = self._write_nested(child)
-                # git sorts a subtree as if its name ended with "/"
-                rows.append((name.encode() + b"/", b"40000 %s\0" % name.encode()
-                             + bytes.fromhex(oid)))
-        rows.sort(key=lambda row: row[0])
-        return self._write_object(b"tree", b"".join(row[1] for row in rows))
+        root, objects = tree_objects({rel: FileEntry(e.mode, e.data) for rel, e in tree.items()})
+        for obj in objects:
+            self._write_object(obj.kind, obj.data)
+        return root
 
     def diff(self, old_tree: str, new_tree: str) -> bytes:
         """What porcelain `git diff` prints between two trees (renames, modes, binary notes)."""
@@ -230,33 +209,14 @@ def _write(path: Path, mode: int, data: bytes, made: set[Path]) -> None:
         os.close(fd)
 
 
-def build_record(files: Tree, store: ObjectStore, scratch: Path) -> FixtureRecord:
-    """Commit a fixture once with real git so the solver sees an ordinary repository."""
+def build_record(files: Tree, store: ObjectStore) -> FixtureRecord:
+    """The fixture's record: its tree in the harness's store, and the one-commit `.git` every
+    workspace of it gets (written in git's formats directly, see gitrepo.py)."""
     tree_id = store.write_tree(files)
-    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-        repo = Path(tmp)
-        FixtureRecord(files, tree_id).materialize(repo)
-        git(["init", "--quiet", "--template=", "."], cwd=repo, home=repo)
-        if files:
-            git(["add", "--all", "--force", "."], cwd=repo, home=repo)
-            git(["commit", "--quiet", "--no-verify", "-m", "fixture"], cwd=repo, home=repo)
-            # one pack instead of a loose object (and a directory) per file: every attempt
-            # writes this .git out again, so fewer files is faster attempts
-            git(["repack", "-a", "-d", "-q"], cwd=repo, home=repo)
-            git(["prune-packed"], cwd=repo, home=repo)
-            git(["pack-refs", "--all"], cwd=repo, home=repo)
-            shutil.rmtree(repo / GIT_DIR / "logs", ignore_errors=True)
-        git_files = {
-            path.relative_to(repo / GIT_DIR).as_posix(): (
-                MODE_EXEC if path.stat().st_mode & stat.S_IXUSR else MODE_FILE,
-                path.read_bytes(),
-            )
-            for path in sorted((repo / GIT_DIR).rglob("*"))
-            if path.is_file()
-        }
-        git_dirs = tuple(path.relative_to(repo / GIT_DIR).as_posix()
-                         for path in sorted((repo / GIT_DIR).rglob("*")) if path.is_dir())
-    return FixtureRecord(files, tree_id, git_files, git_dirs)
+    git_files, git_dirs = repository_files(
+        {rel: FileEntry(entry.mode, entry.data) for rel, entry in files.items()})
+    return FixtureRecord(files, tree_id, {rel: (MODE_FILE, data) for rel, data in
+                                          git_files.items()}, tuple(git_dirs))
 
 
 # --------------------------------------------------------------------------- results

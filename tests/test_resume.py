@@ -1,0 +1,181 @@
+"""Crash-resume and Ctrl-C (issue 5 items 1, 3, 5): nothing lost, nothing repeated."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sealbench.ledger import Ledger
+from sealbench.seal import seal
+from toy import SOLVER, make_protocol, write_solver
+
+SLOW = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(0.15)\n"
+HANGS = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(30)\n"
+
+
+def _cli(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "sealbench.cli", *map(str, args)]
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """A report minus where and when it was made: timings and record locations differ between
+    two executions of the same run by nature; every figure must not."""
+    return {k: v for k, v in report.items() if k not in ("timings", "records")}
+
+
+@pytest.fixture
+def slow_protocol(tmp_path: Path) -> tuple[Path, str]:
+    proto = make_protocol(tmp_path / "proto", n=12, min_n=10)
+    command = write_solver(tmp_path / "agent", SLOW)
+    return proto, command
+
+
+@pytest.mark.slow
+def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(
+        slow_protocol: tuple[Path, str], tmp_path: Path) -> None:
+    proto, command = slow_protocol
+    base_ledger, kill_ledger = tmp_path / "base.sqlite", tmp_path / "killed.sqlite"
+    for ledger in (base_ledger, kill_ledger):
+        seal(proto, ledger=Ledger(ledger))
+    args = ["run", proto, "--solver", command, "--jobs", "2"]
+    done = subprocess.run(_cli(*args, "--run-id", "r1", "--ledger", base_ledger),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    rng = random.Random(20261130)
+    kills, exit_code = 0, None
+    while exit_code != 0:
+        # a kill before the run row was written leaves nothing to resume: start it again
+        started = Ledger(kill_ledger).has_run("r1")
+        start = ["--resume", "r1"] if started else ["--run-id", "r1"]
+        proc = subprocess.Popen(_cli(*args, *start, "--ledger", kill_ledger),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if kills < 20:
+            time.sleep(rng.uniform(0.05, 1.2))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        _, err = proc.communicate(timeout=300)
+        exit_code = proc.returncode
+        assert exit_code in (0, -signal.SIGKILL), err.decode()
+    assert kills >= 20
+
+    ledger = Ledger(kill_ledger)
+    attempts = ledger.attempts("r1")
+    keys = [(a.phase, a.task_id, a.epoch) for a in attempts]
+    assert len(keys) == len(set(keys)) == 15  # every control and task exactly once
+    assert ledger.verify_chain("r1") == []
+    assert ledger.interrupted("r1"), "attempts in flight at a kill are recorded as interrupted"
+    base = json.loads(subprocess.run(_cli("report", "r1", "--ledger", base_ledger),
+                                     capture_output=True, text=True, check=True).stdout)
+    resumed = json.loads(subprocess.run(_cli("report", "r1", "--ledger", kill_ledger),
+                                        capture_output=True, text=True, check=True).stdout)
+    assert _comparable(resumed) == _comparable(base)
+
+
+def _wait_for_attempts(ledger_path: Path, count: int, deadline: float = 60) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if ledger_path.exists():
+            ledger = Ledger(ledger_path)
+            try:
+                if any(sum(ledger.attempt_counts(r.run_id).values()) >= count
+                       for r in ledger.runs()):
+                    return
+            finally:
+                ledger.close()
+        time.sleep(0.1)
+    raise AssertionError("the run never got going")
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_resume_completes(slow_protocol: tuple[Path, str],
+                                                   tmp_path: Path) -> None:
+    proto, command = slow_protocol
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path))
+    proc = subprocess.Popen(_cli("run", proto, "--solver", command, "--run-id", "c1",
+                                 "--ledger", ledger_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for_attempts(ledger_path, 5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Resume with: sealbench run" in err and "--resume c1" in err
+    ledger = Ledger(ledger_path)
+    assert ledger.run("c1").state == "interrupted"
+    finished = sum(ledger.attempt_counts("c1").values())
+    assert 5 <= finished < 15
+    assert "%" not in out + err
+    again = subprocess.run(_cli("run", proto, "--solver", command, "--resume", "c1",
+                                "--ledger", ledger_path), capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert ledger.run("c1").state == "published"
+    assert ledger.attempt_counts("c1") == {"null_pack": 3, "dataset": 12}
+
+
+@pytest.mark.slow
+def test_second_ctrl_c_kills_running_attempts_and_records_them(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3, timeout=120)
+    command = write_solver(tmp_path / "agent", HANGS)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path))
+    proc = subprocess.Popen(_cli("run", proto, "--solver", command, "--run-id", "k1",
+                                 "--jobs", "2", "--ledger", ledger_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_attempts(ledger_path, 3)  # the null pack is done; two dataset attempts hang
+    time.sleep(0.5)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20  # not the 30 s the solver sleeps
+    assert proc.returncode == 130, err
+    ledger = Ledger(ledger_path)
+    interrupted = ledger.interrupted("k1")
+    assert len(interrupted) == 2
+    assert {i["how"] for i in interrupted} == {"killed by a second interrupt"}
+    assert ledger.attempt_counts("k1") == {"null_pack": 3}
+
+
+def test_resume_with_another_solver_or_a_resealed_protocol_is_refused(
+        tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    command = write_solver(tmp_path / "agent", SLOW)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path))
+    proc = subprocess.Popen(_cli("run", proto, "--solver", command, "--run-id", "x1",
+                                 "--ledger", ledger_path))
+    _wait_for_attempts(ledger_path, 1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ledger = Ledger(ledger_path)
+    before = (ledger.run("x1"), ledger.attempts("x1"))
+
+    other = write_solver(tmp_path / "agent2", SLOW)
+    result = subprocess.run(_cli("run", proto, "--solver", other, "--resume", "x1",
+                                 "--ledger", ledger_path), capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "began with solver" in result.stderr
+
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(
+        text.replace("timeout_sec: 20", "timeout_sec: 25").replace("toy.v1", "toy.v2"))
+    seal(proto, ledger=Ledger(ledger_path))
+    result = subprocess.run(_cli("run", proto, "--solver", command, "--resume", "x1",
+                                 "--ledger", ledger_path), capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "began under protocol identity" in result.stderr
+    assert (ledger.run("x1"), ledger.attempts("x1")) == before
+    assert os.path.exists(ledger_path)
