@@ -20,6 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sealbench import __version__
+from sealbench.compare import compare_runs
+from sealbench.compare import to_json as compare_json
+from sealbench.compare import to_markdown as compare_markdown
+from sealbench.compare import to_text as compare_text
 from sealbench.doctor import diagnose
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.example import demo as run_demo
@@ -359,6 +363,26 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
             "n": row.report["n"] if row.report else None,
             "mean": row.report["mean"] if row.report else None,
             "ci95": row.report["ci95"] if row.report else None, "result": result}
+
+
+@main.command(help="Compare two runs of the same sealed protocol: each mean with its "
+              "interval, the paired difference with its interval (cluster bootstrap when tasks "
+              "carry clusters), the exact McNemar test, and the tasks on which they disagree. "
+              "Refused across protocol identities or for runs that were not published."
+              + EXIT_HELP)
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
+              show_default=True)
+@click.option("--resamples", default=10_000, show_default=True,
+              help="Bootstrap resamples for the paired interval.")
+@ledger_option
+def compare(run_a: str, run_b: str, fmt: str, resamples: int, ledger_path: Path | None) -> None:
+    with _errors():
+        result = compare_runs(_ledger(ledger_path, create=False), run_a, run_b,
+                              resamples=resamples)
+    render = {"text": compare_text, "json": compare_json, "md": compare_markdown}[fmt]
+    out.print(render(result), markup=False, end="")
 
 
 @main.command(help="Check live that isolation holds on this machine: the oracle is hidden, "
