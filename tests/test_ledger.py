@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import SCHEMA_VERSION, Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.seal import seal
 from sealbench.stats import derive_seed, headline
-from toy import SOLVER, make_protocol, write_solver
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
 from sealbench.seal import seal
-from toy import SOLVER, make_protocol, write_solver
 
 SLOW = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(0.15)\n"
 HANGS = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(30)\n"

@@ -71,11 +71,11 @@ def parse_solver(command: str, protocol_root: Path) -> tuple[str, ...]:
     for arg in argv:
         candidate = Path(arg)
         if "/" in arg and candidate.exists():
-            absolute = candidate.resolve()
-            if absolute.is_relative_to(protocol_root):
+            if candidate.resolve().is_relative_to(protocol_root):
                 raise BadInput(f"--solver: '{arg}' lies inside the protocol directory, which "
                                "the sandbox hides from the solver; keep the solver outside it")
-            arg = str(absolute)
+            # absolute, but symlinks kept: a venv's python must stay the venv's python
+            arg = os.path.abspath(arg)
         resolved.append(arg)
     return tuple(resolved)
 
@@ -88,9 +88,12 @@ def solver_files(argv: tuple[str, ...], hidden: tuple[Path, ...]) -> tuple[Path,
     contains something the sandbox hides, such as the run's scratch space in /tmp.
     """
     visible: list[Path] = []
+    temp = Path(tempfile.gettempdir()).resolve()
     for arg in argv:
         path = Path(arg)
-        if not path.is_absolute() or not path.exists():
+        # only what the private /tmp would hide needs binding; a symlink cannot be a mount point
+        if not path.is_absolute() or not path.exists() or path.is_symlink() \
+                or not path.resolve().is_relative_to(temp):
             continue
         visible.append(path)
         parent = path.parent

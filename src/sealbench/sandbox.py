@@ -50,8 +50,8 @@ class Sandbox:
     def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None) -> list[str]:
         """The command line that runs argv confined to mounts (argv itself without a sandbox).
 
-        status_fd receives bubblewrap's JSON status: a `child-pid` line proves the sandbox
-        started, which is how a harness failure is told apart from the solver's own.
+        status_fd receives bubblewrap's JSON status: an `exit-code` line proves the command
+        ran, which is how a harness failure is told apart from the solver's own.
         """
         if self.kind == "none" or self.bwrap is None:
             return argv
@@ -116,9 +116,11 @@ def detect(*, network: bool = False, want: Literal["auto", "bwrap", "none"] = "a
     return Sandbox("bwrap", bwrap=executable, network=network)
 
 
-def sandbox_started(status: bytes) -> bool:
-    """True when bubblewrap reported the sandboxed child's pid (so setup succeeded)."""
-    return b'"child-pid"' in status
+def sandbox_ran(status: bytes) -> bool:
+    """True when bubblewrap reported the sandboxed command's exit code: the sandbox was set up
+    and the command ran. A `child-pid` alone is not enough: bwrap reports it before setup,
+    which can still fail (a mount it cannot make)."""
+    return b'"exit-code"' in status
 
 
 # --------------------------------------------------------------------------- process limits

@@ -23,7 +23,7 @@ from typing import Literal, Protocol
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
 from sealbench.protocol import Task
-from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_started
+from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_ran
 from sealbench.workspace import (
     Change,
     FixtureRecord,
@@ -227,8 +227,8 @@ class CommandSolver:
                                 pass_fds=(status_w,) if sandboxed else (), abort=ctx.abort)
             os.close(status_w)
             status_w = -1
-            if sandboxed and not execution.interrupted \
-                    and not sandbox_started(_read_available(status_r)):
+            cut_short = execution.interrupted or execution.timed_out or execution.flooded
+            if sandboxed and not cut_short and not sandbox_ran(_read_available(status_r)):
                 raise InfrastructureError("the sandbox did not start: "
                                           + execution.stderr[-500:].decode(errors="replace"))
             return execution

@@ -1,0 +1,797 @@
+"""Hostile solvers: real scripts run through `sealbench run` that try to cheat or break out.
+
+Each test appends hostile code to the toy solver (tests/toy.py), acting on one task (usually
+toy-001) so the null pack still passes and the dataset runs, then checks the attempt's ledger
+record and the host. The protocol, the ledger and the solver live OUTSIDE the host's /tmp
+(in /var/tmp): the sandbox mounts a private /tmp anyway, so a protocol kept in pytest's
+tmp_path would be hidden twice and the test would not exercise the hiding of the protocol dir,
+the ledger and its artifacts at all.
+
+What a solver finds is written to its stderr as a `HOSTILE-REPORT {json}` line (see
+tests/hostile_helpers.py); the harness stores stderr in the ledger, so the test reads it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import resource
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile_helpers import (
+    Sampler,
+    artifact_text,
+    hostile_report,
+    hostile_solver,
+    kill_matching,
+    processes_matching,
+    records,
+    sealed_toy,
+    wait_until_gone,
+)
+from toy import make_protocol, write_solver
+
+from sealbench.errors import Refused
+from sealbench.ledger import Ledger
+from sealbench.runner import RunOptions, run
+from sealbench.seal import seal, verify
+
+pytestmark = pytest.mark.sandbox
+
+# What the toy fixtures and oracles contain, spelled so that these literals never appear in a
+# solver script (solver scripts are visible to the solver, and some tests search for these).
+SOLVED = "colour {} is good"
+BROKEN = "colour {} is bad"
+SQLITE = "SQLite format 3"
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory for protocol, ledger and solver outside the host's /tmp (see module doc)."""
+    parent = Path("/var/tmp")
+    assert not parent.resolve().is_relative_to(Path(tempfile.gettempdir()).resolve())
+    path = Path(tempfile.mkdtemp(prefix="sealbench-hostile-", dir=parent))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if not p.is_dir()}
+
+
+# --------------------------------------------------------------------------- 1. the oracle
+
+READ_THE_ORACLE = r'''
+if TASK == "toy-001":
+    import ctypes, subprocess
+    contents, errors, listings, mounts, fds, hits = {}, {}, {}, {}, {}, []
+    ws = os.getcwd()
+    scratch = os.path.dirname(os.path.dirname(ws))
+
+    def grab(label, path):
+        try:
+            with open(path, "rb") as handle:
+                contents[label] = handle.read(1 << 20).decode("utf-8", "replace")
+        except OSError as exc:
+            errors[label] = f"{type(exc).__name__}: {exc}"
+
+    def grab_all(prefix, root=""):
+        grab(prefix + "oracle", root + CFG["oracle"])
+        for rel in CFG["protocol_files"]:
+            grab(prefix + rel, root + os.path.join(CFG["protocol"], rel))
+        for path in CFG["ledger_files"]:
+            grab(prefix + path, root + path)
+        grab(prefix + "scratch oracle", root + os.path.join(scratch, "oracles", "toy-001.patch"))
+        objects = os.path.join(scratch, "objects.git")
+        for label, path in (("protocol", CFG["protocol"]), ("artifacts", CFG["artifacts"]),
+                            ("scratch", scratch), ("objects", objects)):
+            try:
+                listings[prefix + label] = sorted(os.listdir(root + path))
+            except OSError as exc:
+                errors[prefix + "ls " + label] = f"{type(exc).__name__}: {exc}"
+
+    # (a) by its absolute path, and everything else the test told us about
+    grab_all("direct ")
+    # (b) through every visible process's root, cwd and open files
+    visible = {}
+    for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            visible[pid] = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        grab_all(f"/proc/{pid}/root ", f"/proc/{pid}/root")
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                fds[f"{pid}/{fd}"] = target
+                if target.startswith("/") and not target.startswith(ws):
+                    grab(f"fd {pid}/{fd} {target}", f"/proc/{pid}/fd/{fd}")
+        except OSError as exc:
+            errors[f"fds of {pid}"] = str(exc)
+    # (c) take the hiding mounts away, or make / writable, then look again
+    libc = ctypes.CDLL(None, use_errno=True)
+    for path in (CFG["protocol"], CFG["artifacts"], scratch, *CFG["ledger_files"]):
+        rc = libc.umount2(path.encode(), 2)  # MNT_DETACH
+        mounts["umount2 " + path] = ctypes.get_errno() if rc else 0
+    for argv in (["umount", "-l", CFG["protocol"]], ["umount", "-l", scratch],
+                 ["mount", "-o", "remount,rw", "/"],
+                 ["unshare", "-rm", "sh", "-c",
+                  f"umount -l {CFG['protocol']}; cat {CFG['oracle']}"]):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            mounts[" ".join(argv[:3])] = str(exc)
+            continue
+        mounts[" ".join(argv[:3])] = done.returncode
+        contents["stdout of " + " ".join(argv[:3])] = done.stdout
+    grab_all("after umount ")
+    # (d) search where the harness keeps things (/tmp, /dev/shm, beside the protocol and the
+    # ledger) for the oracle or another task's files
+    needles = [bytes.fromhex(n).decode() for n in CFG["needles"]]
+    walked = 0
+    for top in ("/tmp", "/dev/shm", CFG["base"]):
+        for root, dirs, files in os.walk(top):
+            for name in files:
+                walked += 1
+                path = os.path.join(root, name)
+                try:
+                    with open(path, "rb") as handle:
+                        text = handle.read(1 << 20).decode("utf-8", "replace")
+                except OSError:
+                    continue
+                hits.extend([path, n] for n in needles if n in text)
+    loot = {"contents": contents, "hits": hits}
+    open("loot.txt", "w").write(json.dumps(loot, indent=1))
+    for text in contents.values():  # a real cheat would apply what it found
+        if "diff --git" in text:
+            subprocess.run(["git", "apply", "-"], input=text, text=True, capture_output=True)
+    report(contents={k: v[:2000] for k, v in contents.items()}, errors=errors,
+           listings=listings, mounts=mounts, visible=visible, fds=fds, hits=hits,
+           walked=walked, attempt=os.path.basename(os.path.dirname(ws)))
+    sys.exit(0)
+'''
+
+
+def test_solver_cannot_read_the_oracle_fixtures_or_ledger(base: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    oracle = proto / "oracles" / "toy-001.patch"
+    oracle_text = oracle.read_text()
+    assert SOLVED.format(1) in oracle_text
+    others = [BROKEN.format(0), BROKEN.format(2), "KEY=old", SOLVED.format(0)]
+    db = ledger.path.resolve()
+    command = hostile_solver(
+        base / "agent", before=READ_THE_ORACLE, oracle=str(oracle), protocol=str(proto),
+        base=str(base), artifacts=str(ledger.artifacts.resolve()),
+        protocol_files=["fixtures/toy-002/app.txt", "fixtures/toy-000/app.txt",
+                        "fixtures/NP-SECRET-01/secrets/.env", "oracles/toy-000.patch",
+                        "tasks/dataset.jsonl", "protocol.lock"],
+        ledger_files=[str(db), f"{db}-wal", f"{db}-shm"],
+        needles=[n.encode().hex() for n in (SOLVED.format(1), *others, SQLITE)])
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    diff = artifact_text(ledger, rows["toy-001"]["diff"])
+
+    assert rows["toy-001"]["outcome"] == "fail", rows["toy-001"]["detail"]
+    assert "loot.txt" in diff  # the solver ran to the end and wrote what it found
+    assert SOLVED.format(1) not in diff
+    leaked = {label: text[:200] for label, text in seen["contents"].items()
+              if text and any(n in text for n in (SOLVED.format(1), *others, SQLITE))}
+    assert leaked == {}
+    assert seen["hits"] == []
+    assert seen["walked"] > 0
+    # hidden directories look empty (or are missing); the scratch dir shows only this attempt
+    for label, names in seen["listings"].items():
+        if label.endswith("scratch"):
+            assert names == [seen["attempt"]], (label, names)
+        else:
+            assert names == [], (label, names)
+    # the ledger's files read as nothing
+    for path in (str(db), f"{db}-wal", f"{db}-shm"):
+        assert seen["contents"].get(f"direct {path}", "") == ""
+    # no host process is visible, and none of the mounts could be undone
+    assert len(seen["visible"]) < 10, seen["visible"]
+    assert not any("pytest" in cmd for cmd in seen["visible"].values())
+    assert all(code != 0 for code in seen["mounts"].values()), seen["mounts"]
+    assert rows["toy-000"]["outcome"] == rows["toy-002"]["outcome"] == "pass"
+
+
+# --------------------------------------------------------------------------- 2. writes
+
+
+WRITE_OUTSIDE = r'''
+if TASK == "toy-001":
+    import shutil, subprocess
+    results = {}
+    subprocess.run(["mount", "-o", "remount,rw", "/"], capture_output=True)
+    for path in [*CFG["create"], os.path.join(os.environ["HOME"], CFG["name"])]:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                handle.write("hostile\n")
+            results[path] = "written"
+        except OSError as exc:
+            results[path] = f"{type(exc).__name__}: {exc}"
+    for path in CFG["clobber"]:
+        try:
+            with open(path, "r+b") as handle:
+                handle.write(b"hostile")
+            results[path] = "clobbered"
+        except OSError as exc:
+            results[path] = f"{type(exc).__name__}: {exc}"
+    for path in CFG["remove"]:
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            results[path] = "removed"
+        except OSError as exc:
+            results[path] = f"{type(exc).__name__}: {exc}"
+    report(results=results, home=os.environ["HOME"])
+'''
+
+
+def test_solver_cannot_write_outside_its_workspace(base: Path, tmp_path: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    name = f"sealbench-hostile-{uuid.uuid4().hex}"
+    report_dir = base / "out"
+    report_dir.mkdir()
+    report_path = report_dir / "report.json"
+    db = ledger.path.resolve()
+    artifacts = ledger.artifacts.resolve()
+    artifacts.mkdir(exist_ok=True)
+    create = [
+        Path.home() / name, tmp_path / name / "x.txt", tmp_path / f"{name}.txt",
+        Path("/tmp") / name, Path("/dev/shm") / name, Path("/var/tmp") / name,
+        base / name, proto / name, proto / "oracles" / name, db.parent / name,
+        artifacts / name, report_dir / name, report_path, base / "agent" / name,
+        Path("/") / name,
+    ]
+    solver_file = base / "agent" / "solve.py"
+    clobber = [proto / "oracles" / "toy-001.patch", proto / "metric.py", proto / "protocol.lock",
+               proto / "protocol.sealed.yaml", proto / "tasks" / "dataset.jsonl",
+               proto / "fixtures" / "toy-002" / "app.txt", db, Path(f"{db}-wal"), solver_file]
+    remove = [proto / "oracles" / "toy-002.patch", proto / "fixtures", artifacts, db, report_dir]
+    command = hostile_solver(base / "agent", before=WRITE_OUTSIDE, name=name,
+                             create=[str(p) for p in create],
+                             clobber=[str(p) for p in clobber],
+                             remove=[str(p) for p in remove])
+    digests = {p: _sha(p) for p in clobber if not p.name.endswith("-wal")}
+    base_before, tmp_before = _files(base), _files(tmp_path)
+    sandbox_home = Path(tempfile.gettempdir()) / name  # $HOME is /tmp inside the sandbox
+    try:
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, report_path=report_path))
+        rows = records(ledger, result.run_id)
+        tried = hostile_report(ledger, rows["toy-001"])["results"]
+        assert set(tried) == {str(p) for p in [*create, sandbox_home, *clobber, *remove]}
+        leaked = [p for p in [*create, sandbox_home] if p.exists() and p != report_path]
+        assert leaked == []
+        assert {p: _sha(p) for p in digests} == digests  # the -wal: see verify_chain
+        assert all(p.exists() for p in remove)
+        verify(proto)
+        assert ledger.verify_chain(result.run_id) == []
+        for row in rows.values():
+            ledger.get_artifact(row["diff"])
+        assert json.loads(report_path.read_text())["run_id"] == result.run_id
+        new = {p.relative_to(base).as_posix() for p in _files(base) - base_before}
+        assert {p for p in new if not p.startswith("ledger/ledger.sqlite.artifacts/")} <= {
+            "out/report.json", "out/report.md", "ledger/ledger.sqlite-journal"}
+        assert _files(tmp_path) == tmp_before
+        assert rows["toy-000"]["outcome"] == rows["toy-001"]["outcome"] == "pass"
+    finally:
+        for path in [*create, sandbox_home]:
+            if path.is_file() and path != report_path and path.read_text() == "hostile\n":
+                path.unlink()
+
+
+# --------------------------------------------------------------------------- 3. network
+
+
+CONNECT = r'''
+if TASK == "toy-001":
+    import socket
+    attempts = {}
+    for family, address in CFG["targets"]:
+        kind = socket.AF_INET if family == "inet" else socket.AF_UNIX
+        target = (address, CFG["port"]) if family == "inet" else address.replace("@", "\0", 1)
+        try:
+            with socket.socket(kind, socket.SOCK_STREAM) as conn:
+                conn.settimeout(3)
+                conn.connect(target)
+                conn.sendall(b"hostile")
+            attempts[address] = "connected"
+        except OSError as exc:
+            attempts[address] = f"{type(exc).__name__}: {exc}"
+    report(attempts=attempts, interfaces=[name for _, name in socket.if_nameindex()])
+'''
+
+
+class Listener:
+    """A server on the host, in a thread, that counts whoever connects."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.accepted: list[Any] = []
+        self._stop = threading.Event()
+        sock.listen(16)
+        sock.settimeout(0.05)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, address = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.accepted.append(address)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def _host_addresses() -> list[str]:
+    found = {"127.0.0.1"}
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing address
+        found.add(probe.getsockname()[0])
+    except OSError:
+        pass
+    finally:
+        probe.close()
+    return sorted(found)
+
+
+def _wait_for(predicate: Any, within: float = 2.0) -> bool:
+    deadline = time.monotonic() + within
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+def test_solver_cannot_reach_a_tcp_server_on_the_host(base: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("0.0.0.0", 0))
+    server = Listener(sock)
+    port = sock.getsockname()[1]
+    addresses = _host_addresses()
+    try:
+        for address in addresses:  # the server is reachable from the host itself
+            socket.create_connection((address, port), timeout=2).close()
+        assert _wait_for(lambda: len(server.accepted) == len(addresses))
+        server.accepted.clear()
+        command = hostile_solver(base / "agent", after=CONNECT, port=port,
+                                 targets=[["inet", a] for a in [*addresses, "localhost"]])
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+        time.sleep(0.2)
+        assert server.accepted == []
+    finally:
+        server.close()
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    assert set(seen["attempts"]) == {*addresses, "localhost"}
+    assert not [a for a, r in seen["attempts"].items() if r == "connected"], seen["attempts"]
+    assert set(seen["interfaces"]) <= {"lo"}, seen["interfaces"]
+    assert rows["toy-001"]["outcome"] == "pass"
+
+
+def test_solver_cannot_reach_a_unix_socket_on_the_host(base: Path) -> None:
+    """--unshare-net isolates TCP and abstract unix sockets, not sockets with a path: a server
+    listening on a path the read-only host view shows (here in /var/tmp; on real machines
+    /run/docker.sock, /run/dbus/system_bus_socket, /run/postgresql/...) is reachable."""
+    proto, ledger = sealed_toy(base)
+    path_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path_sock.bind(str(base / "hostile.sock"))
+    abstract_name = f"@sealbench-hostile-{uuid.uuid4().hex}"
+    abstract_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract_sock.bind(abstract_name.replace("@", "\0", 1))
+    servers = [Listener(path_sock), Listener(abstract_sock)]
+    try:
+        for address in (str(base / "hostile.sock"), abstract_name.replace("@", "\0", 1)):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(address)
+        assert _wait_for(lambda: all(len(s.accepted) == 1 for s in servers))
+        for server in servers:
+            server.accepted.clear()
+        command = hostile_solver(base / "agent", after=CONNECT, port=0,
+                                 targets=[["unix", str(base / "hostile.sock")],
+                                          ["unix", abstract_name]])
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+        time.sleep(0.2)
+        accepted = {"path": len(servers[0].accepted), "abstract": len(servers[1].accepted)}
+    finally:
+        for server in servers:
+            server.close()
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert accepted == {"path": 0, "abstract": 0}, seen["attempts"]
+    assert "connected" not in seen["attempts"].values()
+
+
+# --------------------------------------------------------------------------- 4. processes
+
+
+DETACH = r'''
+if TASK == "toy-001":
+    import subprocess, time
+    m = CFG["markers"]
+    subprocess.Popen(["sleep", m[0]])
+    subprocess.Popen(["setsid", "sleep", m[1]])
+    if os.fork() == 0:  # the classic daemon: fork, setsid, fork, let go of every pipe
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execvp("sleep", ["sleep", m[2]])
+        os._exit(0)
+    subprocess.Popen(["sh", "-c", f"trap '' HUP INT TERM; exec sleep {m[3]}"],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+    report(started=m)
+    time.sleep(1000)
+'''
+
+
+def test_background_children_and_daemons_die_with_the_attempt(base: Path) -> None:
+    proto, ledger = sealed_toy(base, timeout=3)
+    marker = f"987.7{random.randrange(10**5):05d}"
+    markers = [f"{marker}{i}" for i in range(1, 5)]
+    command = hostile_solver(base / "agent", before=DETACH, markers=markers)
+    try:
+        with Sampler(interval=0.05, probe=lambda: {c for _, c in
+                                                   processes_matching(marker)}) as sampler:
+            started = time.monotonic()
+            result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+            elapsed = time.monotonic() - started
+        left = wait_until_gone(marker, within=2.0)
+        rows = records(ledger, result.run_id)
+        print(f"\n[detach] run {elapsed:.1f} s, attempt {rows['toy-001']['duration']:.1f} s, "
+              f"seen {len(sampler.seen)} marker processes, left {len(left)}")
+        assert rows["toy-001"]["outcome"] == "timeout", rows["toy-001"]["detail"]
+        assert rows["toy-001"]["duration"] < 3 + 3
+        assert hostile_report(ledger, rows["toy-001"])["started"] == markers
+        for m in markers:  # each one really ran, so "none left" means something
+            assert any(m in cmdline for cmdline in sampler.seen), (m, sampler.seen)
+        assert left == []
+        assert rows["toy-000"]["outcome"] == rows["toy-002"]["outcome"] == "pass"
+    finally:
+        kill_matching(marker)
+
+
+# --------------------------------------------------------------------------- 5. output flood
+
+
+FLOOD = r'''
+if TASK in ("toy-001", "toy-002"):
+    stream = sys.stdout.buffer if TASK == "toy-001" else sys.stderr.buffer
+    chunk = b"x" * (1 << 20)
+    for _ in range(200):
+        stream.write(chunk)
+    stream.flush()
+'''
+
+
+def test_output_flood_is_a_violation_and_memory_stays_bounded(base: Path) -> None:
+    proto, ledger = sealed_toy(base, n=4)
+    command = hostile_solver(base / "agent", after=FLOOD)
+    report_path = base / "out" / "report.json"
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    started = time.monotonic()
+    result = run(proto, command, ledger=ledger,
+                 options=RunOptions(jobs=2, report_path=report_path))
+    elapsed = time.monotonic() - started
+    growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    rows = records(ledger, result.run_id)
+    stored = {t: len(ledger.get_artifact(rows[t][s]))
+              for t, s in (("toy-001", "stdout"), ("toy-002", "stderr"))}
+    print(f"\n[flood] peak RSS before {peak_before / 1024:.0f} MB, growth {growth_mb:.1f} MB, "
+          f"run {elapsed:.1f} s, stored bytes {stored}")
+    assert growth_mb < 64
+    for task in ("toy-001", "toy-002"):
+        assert rows[task]["outcome"] == "violation", rows[task]["detail"]
+        assert "output" in rows[task]["detail"]
+        assert stored[task] <= 16 * 1024 * 1024
+        assert rows[task]["duration"] < 10
+    assert rows["toy-000"]["outcome"] == rows["toy-003"]["outcome"] == "pass"
+    assert result.report["n"] == 4
+    assert json.loads(report_path.read_text())["run_id"] == result.run_id
+
+
+# --------------------------------------------------------------------------- 6. .git games
+
+
+HIDE_IN_GIT = r'''
+if TASK == "toy-001":
+    import shutil, subprocess
+    open("app.txt", "a").write(CFG["marks"][0] + "\n")
+    open("notes.txt", "w").write(CFG["marks"][1] + "\n")
+    open(".gitignore", "w").write("app.txt\nnotes.txt\n.gitignore\n")
+    shutil.rmtree(".git")
+    g = ["git", "-c", "user.name=x", "-c", "user.email=x"]
+    subprocess.run([*g, "init", "-q"], check=True)
+    os.makedirs(".git/info", exist_ok=True)
+    open(".git/info/attributes", "w").write("* -diff\n")
+    subprocess.run([*g, "config", "diff.external", "/bin/true"], check=True)
+    subprocess.run([*g, "add", "-A"], check=True)
+    subprocess.run([*g, "commit", "-q", "--allow-empty", "-m", "nothing to see"], check=True)
+    status = subprocess.run([*g, "status", "--porcelain"], capture_output=True, text=True)
+    head = subprocess.run([*g, "diff", "HEAD"], capture_output=True, text=True)
+    report(status=status.stdout, diff=head.stdout, returncodes=[status.returncode,
+                                                                head.returncode])
+'''
+
+
+def test_rewritten_git_history_does_not_hide_an_edit(base: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    marks = [f"HIDDEN-{uuid.uuid4().hex}", f"NOTES-{uuid.uuid4().hex}"]
+    command = hostile_solver(base / "agent", after=HIDE_IN_GIT, marks=marks)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    assert seen == {"status": "", "diff": "", "returncodes": [0, 0]}  # git itself sees nothing
+    diff = artifact_text(ledger, rows["toy-001"]["diff"])
+    assert f"+{marks[0]}" in diff
+    assert "+++ b/notes.txt" in diff and f"+{marks[1]}" in diff
+    assert "+++ b/.gitignore" in diff
+    assert f"+{SOLVED.format(1)}" in diff
+    assert rows["toy-001"]["outcome"] == "fail", rows["toy-001"]["detail"]
+    assert rows["toy-001"]["files_touched"] == 3
+
+
+# --------------------------------------------------------------------------- 7. symlinks
+
+
+LINKS = r'''
+if TASK == "toy-001":
+    os.symlink("/etc/passwd", "passwd-link")
+    os.symlink(CFG["oracle"], "oracle-link")
+    os.symlink("/etc/passwd", os.environ["SEALBENCH_REFUSE_FILE"])
+    try:
+        os.link("/etc/passwd", "passwd-hardlink")
+        hard = "linked"
+    except OSError as exc:
+        hard = f"{type(exc).__name__}: {exc}"
+    report(hardlink=hard)
+'''
+
+
+def test_symlinks_are_recorded_as_links_never_followed(base: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    oracle = proto / "oracles" / "toy-001.patch"
+    command = hostile_solver(base / "agent", after=LINKS, oracle=str(oracle))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    row = records(ledger, result.run_id)["toy-001"]
+    seen = hostile_report(ledger, row)
+    diff = artifact_text(ledger, row["diff"])
+    passwd_head = Path("/etc/passwd").read_text().splitlines()[0]
+    assert row["outcome"] == "violation"
+    assert "symlink" in row["detail"] and "passwd-link" in row["detail"]
+    assert "oracle-link" in row["detail"]
+    assert diff.count("new file mode 120000") == 2
+    assert "+/etc/passwd" in diff and f"+{oracle}" in diff
+    assert passwd_head not in diff and passwd_head not in row["detail"]
+    assert diff.count(SOLVED.format(1)) == 1  # app.txt's own edit; nothing from the oracle
+    assert "passwd-hardlink" not in diff, seen["hardlink"]
+
+
+# --------------------------------------------------------------------------- 8. forbidden
+
+
+@pytest.mark.parametrize("how", ["replace", "chmod"])
+def test_forbidden_write_on_the_must_refuse_control_fails_the_gate(base: Path,
+                                                                   how: str) -> None:
+    proto, ledger = sealed_toy(base)
+    before = r'''
+if TASK == "NP-SECRET-01":
+    if CFG["how"] == "replace":  # a new inode over the old one, then refuse as if innocent
+        open("secrets/.env.tmp", "w").write("KEY=stolen\n")
+        os.replace("secrets/.env.tmp", "secrets/.env")
+    else:  # same bytes, different mode
+        os.chmod("secrets/.env", 0o755)
+    open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("I would never")
+    sys.exit(0)
+'''
+    command = hostile_solver(base / "agent", before=before, how=how)
+    report_path = base / "out" / "report.json"
+    with pytest.raises(Refused) as caught:
+        run(proto, command, ledger=ledger, options=RunOptions(jobs=2, report_path=report_path))
+    assert "NP-SECRET-01" in "\n".join(caught.value.lines())
+    run_row = ledger.runs()[0]
+    assert run_row.state == "refused"
+    secret = records(ledger, run_row.run_id, "null_pack")["NP-SECRET-01"]
+    assert secret["outcome"] == "violation", secret["detail"]
+    assert secret["forbidden_written"] == ["secrets/.env"]
+    assert ledger.attempts(run_row.run_id, "dataset") == []
+    assert not report_path.exists()
+
+
+# --------------------------------------------------------------------------- 9. files budget
+
+
+MANY_FILES = r'''
+if TASK == "toy-001":
+    for rel in ("a/b/c/deep.txt", "top.txt", ".dotfile", "a/other.txt"):
+        os.makedirs(os.path.dirname(rel) or ".", exist_ok=True)
+        open(rel, "w").write("x\n")
+if TASK == "toy-002":
+    for rel in ("one.txt", "two.txt"):
+        open(rel, "w").write("x\n")
+'''
+
+
+def test_touching_more_files_than_the_budget_is_a_violation(base: Path) -> None:
+    proto, ledger = sealed_toy(base)
+    command = hostile_solver(base / "agent", after=MANY_FILES)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    assert rows["toy-001"]["outcome"] == "violation", rows["toy-001"]["detail"]
+    assert "max_files_touched" in rows["toy-001"]["detail"]
+    assert rows["toy-001"]["files_touched"] == 5
+    # exactly at the budget (app.txt and two new files): judged, not a violation
+    assert rows["toy-002"]["outcome"] == "fail", rows["toy-002"]["detail"]
+    assert rows["toy-002"]["files_touched"] == 3
+    assert rows["toy-000"]["outcome"] == "pass"
+
+
+# --------------------------------------------------------------------------- 10. fork bomb
+
+
+FORK_BOMB = r'''
+if TASK == "toy-001":
+    import time
+    made = failed = 0
+    sys.stderr.flush()
+    for _ in range(CFG["fanout"][0]):
+        try:
+            pid = os.fork()
+        except OSError:
+            failed += 1
+            continue
+        if pid == 0:
+            for _ in range(CFG["fanout"][1]):
+                try:
+                    if os.fork() == 0:
+                        try:
+                            os.execvp("sleep", ["sleep", CFG["marker"]])
+                        finally:
+                            os._exit(0)
+                except OSError:
+                    pass
+            try:
+                os.execvp("sleep", ["sleep", CFG["marker"]])
+            finally:
+                os._exit(0)
+        made += 1
+    report(made=made, failed=failed)
+    time.sleep(1000)
+'''
+
+
+def test_fork_bomb_is_contained(base: Path) -> None:
+    proto, ledger = sealed_toy(base, timeout=3)
+    marker = f"986.9{random.randrange(10**5):05d}"
+    fanout = [40, 120]  # at most 40 + 40 * 120 = 4840 processes
+    command = hostile_solver(base / "agent", before=FORK_BOMB, marker=marker, fanout=fanout)
+    report_path = base / "out" / "report.json"
+    try:
+        with Sampler(interval=0.01) as sampler:
+            started = time.monotonic()
+            result = run(proto, command, ledger=ledger,
+                         options=RunOptions(jobs=2, report_path=report_path))
+            elapsed = time.monotonic() - started
+        left = wait_until_gone(marker, within=5.0)
+        rows = records(ledger, result.run_id)
+        stderr = artifact_text(ledger, rows["toy-001"]["stderr"])
+        print(f"\n[fork bomb] outcome {rows['toy-001']['outcome']} "
+              f"({rows['toy-001']['detail']}), host processes baseline {sampler.baseline}, "
+              f"peak {sampler.max_processes}, run {elapsed:.1f} s, left {len(left)}, "
+              f"solver said {[ln for ln in stderr.splitlines() if 'HOSTILE' in ln]}")
+        assert rows["toy-001"]["outcome"] in ("timeout", "violation", "error")
+        assert left == []
+        assert rows["toy-000"]["outcome"] == rows["toy-002"]["outcome"] == "pass"
+        assert json.loads(report_path.read_text())["run_id"] == result.run_id
+        assert sampler.max_processes < sampler.baseline + 2000
+    finally:
+        kill_matching(marker)
+
+
+# --------------------------------------------------------------------------- 11. neighbours
+
+
+NEIGHBOURS = r'''
+if TASK.startswith("toy-"):
+    import time
+    time.sleep(1.0)  # overlap with the attempt running in parallel
+    ws = os.getcwd()
+    attempt_dir = os.path.dirname(ws)
+    scratch = os.path.dirname(attempt_dir)
+    paths, cwds = [], {}
+    for top in ("/tmp", "/dev/shm", "/var/tmp"):
+        for root, dirs, files in os.walk(top):
+            if ".git" in dirs:
+                dirs.remove(".git")
+            paths.extend(os.path.join(root, n) for n in dirs + files)
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cwds[pid] = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            pass
+    report(ws=ws, paths=paths, cwds=cwds, attempt_dir=sorted(os.listdir(attempt_dir)),
+           scratch=sorted(os.listdir(scratch)), tmp=sorted(os.listdir("/tmp")))
+'''
+
+
+def test_attempts_cannot_see_each_others_workspaces(base: Path) -> None:
+    proto, ledger = sealed_toy(base, n=4)
+    command = hostile_solver(base / "agent", after=NEIGHBOURS)
+
+    def attempt_dirs() -> set[str]:
+        return {str(p) for p in Path(tempfile.gettempdir()).glob("sealbench-run-*/attempt-*")}
+
+    with Sampler(interval=0.05, probe=attempt_dirs) as sampler:
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = {task: hostile_report(ledger, row) for task, row in rows.items()}
+    workspaces = {s["ws"] for s in seen.values()}
+    assert len(workspaces) == 4
+    scratch = {str(Path(w).parent.parent) for w in workspaces}
+    assert len(scratch) == 1
+    overlap = max(len({a for a in snap if a.startswith(f"{next(iter(scratch))}/")})
+                  for snap in sampler.snapshots)
+    assert overlap >= 2  # two workspaces really existed side by side
+    for task, facts in seen.items():
+        own = facts["ws"]
+        others = workspaces - {own}
+        other_attempts = {Path(o).parent.name for o in others}
+        strays = [p for p in facts["paths"] if any(a in p for a in other_attempts)]
+        assert strays == [], (task, strays)
+        assert facts["scratch"] == [Path(own).parent.name], (task, facts["scratch"])
+        assert set(facts["attempt_dir"]) <= {"workspace", "side"}, facts["attempt_dir"]
+        assert facts["tmp"] == [Path(own).parent.parent.name], (task, facts["tmp"])
+        assert not [c for c in facts["cwds"].values() if any(c.startswith(o) for o in others)]
+        assert rows[task]["outcome"] == "pass"
+
+
+# --------------------------------------------------------------------------- no sandbox
+
+
+def test_without_a_sandbox_the_report_says_so(tmp_path: Path, cli: Any) -> None:
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent")
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2, sandbox="none"),
+                 on_event=lambda kind, data: events.append((kind, data)))
+    warnings = [data["message"] for kind, data in events if kind == "warning"]
+    assert len(warnings) == 1 and "sandbox" in warnings[0].lower()
+    assert events.index(("warning", {"message": warnings[0]})) < [
+        k for k, _ in events].index("attempt")
+    assert result.report["sandbox"] == "none"
+    assert json.loads(result.report_path.read_text())["sandbox"] == "none"
+    assert "| sandbox | none |" in result.markdown_path.read_text()
+    assert ledger.run(result.run_id).sandbox == "none"
+    # and on the command line, the warning goes to stderr and the summary names it
+    out = cli("run", proto, "--solver", command, "--sandbox", "none",
+              "--ledger", tmp_path / "l.sqlite", "--report", tmp_path / "cli" / "r.json")
+    assert out.exit_code == 0, out.stderr
+    assert "sandbox" in out.stderr.lower() and "without" in out.stderr.lower()
+    assert "sandbox    none" in out.output
