@@ -1,0 +1,58 @@
+"""report.json: a pinned format (golden), recomputed from the ledger alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sealbench.ledger import Ledger
+from sealbench.report import to_markdown
+from sealbench.runner import RunOptions, run
+from sealbench.seal import seal
+from toy import SOLVER, write_solver
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = DATA / "golden_report.json"
+VOLATILE = "<varies>"  # when and where a run happened; everything else is pinned
+
+
+def normalized(report: dict[str, Any]) -> dict[str, Any]:
+    report = json.loads(json.dumps(report))
+    report["timings"] = {key: VOLATILE for key in report["timings"]}
+    for key in ("ledger", "artifacts", "chain_head"):
+        report["records"][key] = VOLATILE
+    report["solver"]["command"] = VOLATILE
+    report["sealbench_version"] = VOLATILE
+    return report
+
+
+def golden_run(tmp_path: Path) -> dict[str, Any]:
+    proto = tmp_path / "golden_protocol"
+    shutil.copytree(DATA / "golden_protocol", proto)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    body = SOLVER + "if sys.argv[-1] == 'toy-001':\n    open('app.txt', 'a').write('oops\\n')\n"
+    command = write_solver(tmp_path / "agent", body)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2), run_id="golden-run")
+    return result.report
+
+
+def test_golden_report_format(tmp_path: Path) -> None:
+    """A silent change to report.json (a key, a type, a figure's computation) fails here."""
+    report = golden_run(tmp_path)
+    assert normalized(report) == json.loads(GOLDEN.read_text())
+
+
+def test_report_carries_the_contract_fields(tmp_path: Path) -> None:
+    report = golden_run(tmp_path)
+    for key in ("protocol_id", "identity", "n", "mean", "ci95", "ci_method", "null_pack",
+                "outcomes", "sandbox", "solver", "run_id", "timings", "records"):
+        assert key in report
+    assert report["n"] == 4 and report["mean"] == 0.75
+    assert report["outcomes"]["fail"] == 1 and report["outcomes"]["pass"] == 3
+    lo, hi = report["ci95"]
+    assert 0 <= lo <= 0.75 <= hi <= 1
+    markdown = to_markdown(report)
+    assert report["identity"] in markdown and "n = 4" in markdown and "95% CI" in markdown
