@@ -48,6 +48,8 @@ from sealbench.seal import verify as verify_protocol
 EXIT_HELP = "\n\nExit status: 0 done, 2 bad input or usage, 3 refused."
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
+# tables piped to a file or another program keep whole lines instead of 80 columns
+tables = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 ledger_option = click.option(
     "--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
@@ -264,13 +266,13 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
         return
-    table = Table("run", "protocol", "solver", "state", "attempts", "result")
+    table = Table("run", "protocol", "state", "attempts", "result", "solver")
     for s in summaries:
         done = sum(s["attempts"].values())
         expected = sum((s["expected"] or {}).values())
-        table.add_row(s["run_id"], s["protocol_id"], s["solver"], s["state"],
-                      f"{done}/{expected}", s["result"][:160])
-    out.print(table)
+        table.add_row(s["run_id"], s["protocol_id"], s["state"], f"{done}/{expected}",
+                      s["result"][:90], s["solver"])
+    tables.print(table)
 
 
 @main.command(help="Show the per-task outcomes of RUN_ID; --diff TASK_ID prints that task's "
@@ -300,7 +302,7 @@ def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
     for a in attempts:
         table.add_row(a.phase, a.task_id, str(a.epoch), a.record["outcome"],
                       str(a.record.get("detail", ""))[:100])
-    out.print(table)
+    tables.print(table)
     for item in ledger.interrupted(run_id):
         out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "
                   f"({item['how']})", markup=False)
