@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from toy import SOLVER, write_solver
+
 from sealbench.ledger import Ledger
 from sealbench.report import to_markdown
 from sealbench.runner import RunOptions, run
 from sealbench.seal import seal
-from toy import SOLVER, write_solver
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden_report.json"
