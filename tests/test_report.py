@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from toy import SOLVER, write_solver
 
 from sealbench.ledger import Ledger
@@ -57,3 +58,31 @@ def test_report_carries_the_contract_fields(tmp_path: Path) -> None:
     assert 0 <= lo <= 0.75 <= hi <= 1
     markdown = to_markdown(report)
     assert report["identity"] in markdown and "n = 4" in markdown and "95% CI" in markdown
+
+
+FLAKY = SOLVER.replace("if m:", "if m and (not sys.argv[-1].startswith('toy-00') "
+                       "or int.from_bytes(os.urandom(1), 'big') % 2):")
+
+
+def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
+    from toy import make_protocol
+
+    proto = make_protocol(tmp_path / "proto", n=12, min_n=10)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", FLAKY)  # toy-000..009 pass half the time
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2, epochs=3))
+    report = result.report
+    assert report["epochs"] == 3 and report["n"] == 12
+    assert ledger.attempt_counts(result.run_id)["dataset"] == 36
+    rows = report["pass_at_k"]
+    assert [r["k"] for r in rows] == [1, 2, 3]
+    assert rows[0]["pass_at_k"] == pytest.approx(report["mean"])
+    assert rows[0]["pass_hat_k"] == pytest.approx(report["mean"])
+    at = [r["pass_at_k"] for r in rows]
+    hat = [r["pass_hat_k"] for r in rows]
+    assert at == sorted(at) and hat == sorted(hat, reverse=True)
+    for r in rows:
+        assert r["pass_at_k_ci95"][0] <= r["pass_at_k"] <= r["pass_at_k_ci95"][1]
+    # the two tasks the solver always passes keep pass^3 at or above 2/12
+    assert hat[-1] >= 2 / 12 - 1e-12
