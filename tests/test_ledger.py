@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from toy import SOLVER, make_protocol, write_solver
 
+from sealbench.example import init
 from sealbench.ledger import SCHEMA_VERSION, Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.seal import seal
@@ -134,12 +135,12 @@ def test_schema_version_is_recorded_and_newer_ledgers_refused(tmp_path: Path) ->
     assert "newer than this sealbench" in result.stderr
 
 
-def test_two_concurrent_runs_on_one_ledger_lose_nothing(tmp_path: Path) -> None:
-    proto = make_protocol(tmp_path / "proto", n=8, min_n=6)
-    command = write_solver(tmp_path / "agent")
+@pytest.mark.slow
+def test_two_concurrent_runs_of_the_example_on_one_ledger_lose_nothing(tmp_path: Path) -> None:
+    proto = init(tmp_path / "coding-repair")
     ledger_path = tmp_path / "shared.sqlite"
     seal(proto, ledger=Ledger(ledger_path))
-    cmd = [sys.executable, "-m", "sealbench.cli", "run", str(proto), "--solver", command,
+    cmd = [sys.executable, "-m", "sealbench.cli", "run", str(proto), "--solver", "rulebook",
            "--ledger", str(ledger_path), "--jobs", "2"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for _ in range(2)]
@@ -149,6 +150,6 @@ def test_two_concurrent_runs_on_one_ledger_lose_nothing(tmp_path: Path) -> None:
     runs = ledger.runs()
     assert len(runs) == 2 and {r.state for r in runs} == {"published"}
     for r in runs:
-        assert ledger.attempt_counts(r.run_id) == {"null_pack": 3, "dataset": 8}
+        assert ledger.attempt_counts(r.run_id) == {"null_pack": 5, "dataset": 54}
         assert ledger.verify_chain(r.run_id) == []
     assert all(b"database is locked" not in err for _, err in outputs)
