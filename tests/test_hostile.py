@@ -398,9 +398,11 @@ def test_solver_cannot_reach_a_tcp_server_on_the_host(base: Path) -> None:
 
 
 def test_solver_cannot_reach_a_unix_socket_on_the_host(base: Path) -> None:
-    """--unshare-net isolates TCP and abstract unix sockets, not sockets with a path: a server
-    listening on a path the read-only host view shows (here in /var/tmp; on real machines
-    /run/docker.sock, /run/dbus/system_bus_socket, /run/postgresql/...) is reachable."""
+    """No host service through a unix socket either. --unshare-net covers TCP/UDP and abstract
+    unix sockets only; a socket bound to a path stays connectable from any mount namespace that
+    shows the path (read-only mounts do not stop connect()). Here the server listens in
+    /var/tmp; on real machines: /run/docker.sock, /run/dbus/system_bus_socket, /run/postgresql.
+    Closing it takes hiding such paths or refusing socket(AF_UNIX) (seccomp)."""
     proto, ledger = sealed_toy(base)
     path_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     path_sock.bind(str(base / "hostile.sock"))
@@ -460,8 +462,8 @@ def test_background_children_and_daemons_die_with_the_attempt(base: Path) -> Non
     markers = [f"{marker}{i}" for i in range(1, 5)]
     command = hostile_solver(base / "agent", before=DETACH, markers=markers)
     try:
-        with Sampler(interval=0.05, probe=lambda: {c for _, c in
-                                                   processes_matching(marker)}) as sampler:
+        with Sampler(interval=0.05,
+                     probe=lambda: {cmd for _, cmd in processes_matching(marker)}) as sampler:
             started = time.monotonic()
             result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
             elapsed = time.monotonic() - started
@@ -662,6 +664,7 @@ FORK_BOMB = r'''
 if TASK == "toy-001":
     import time
     made = failed = 0
+    sys.stdout.flush()
     sys.stderr.flush()
     for _ in range(CFG["fanout"][0]):
         try:
@@ -669,20 +672,16 @@ if TASK == "toy-001":
         except OSError:
             failed += 1
             continue
-        if pid == 0:
+        if pid == 0:  # each child forks again; everyone sleeps (argv stays this solver's)
             for _ in range(CFG["fanout"][1]):
                 try:
                     if os.fork() == 0:
-                        try:
-                            os.execvp("sleep", ["sleep", CFG["marker"]])
-                        finally:
-                            os._exit(0)
+                        time.sleep(1000)
+                        os._exit(0)
                 except OSError:
                     pass
-            try:
-                os.execvp("sleep", ["sleep", CFG["marker"]])
-            finally:
-                os._exit(0)
+            time.sleep(1000)
+            os._exit(0)
         made += 1
     report(made=made, failed=failed)
     time.sleep(1000)
@@ -691,11 +690,15 @@ if TASK == "toy-001":
 
 def test_fork_bomb_is_contained(base: Path) -> None:
     proto, ledger = sealed_toy(base, timeout=3)
-    marker = f"986.9{random.randrange(10**5):05d}"
-    fanout = [40, 120]  # at most 40 + 40 * 120 = 4840 processes
-    command = hostile_solver(base / "agent", before=FORK_BOMB, marker=marker, fanout=fanout)
+    fanout = [50, 99]  # at most 50 + 50 * 99 = 4,950 processes besides the solver
+    command = hostile_solver(base / "agent", before=FORK_BOMB, fanout=fanout)
+    marker = f"{base / 'agent' / 'solve.py'} toy-001"  # the bomb's processes keep this argv
+
+    def bomb() -> set[str]:
+        return {str(p) for p, cmd in processes_matching(marker) if "bwrap" not in cmd}
+
     report_path = base / "out" / "report.json"
-    bombs = Sampler(interval=0.1, probe=lambda: {str(p) for p, _ in processes_matching(marker)})
+    bombs = Sampler(interval=0.1, probe=bomb)
     try:
         with Sampler(interval=0.01) as sampler, bombs:
             started = time.monotonic()
@@ -708,7 +711,7 @@ def test_fork_bomb_is_contained(base: Path) -> None:
         stderr = artifact_text(ledger, rows["toy-001"]["stderr"])
         print(f"\n[fork bomb] outcome {rows['toy-001']['outcome']} "
               f"({rows['toy-001']['detail']}), host processes baseline {sampler.baseline}, "
-              f"peak {sampler.max_processes}, peak marker processes {peak_bombs}, "
+              f"peak {sampler.max_processes}, peak bomb processes {peak_bombs}, "
               f"run {elapsed:.1f} s, left {len(left)}, "
               f"solver said {[ln for ln in stderr.splitlines() if 'HOSTILE' in ln]}")
         assert rows["toy-001"]["outcome"] in ("timeout", "violation", "error")

@@ -9,6 +9,7 @@ retried a bounded number of times and reported apart from the solver's.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -38,6 +39,15 @@ from sealbench.workspace import (
 )
 
 INFRA_RETRIES = 2
+SCRATCH_PREFIX = "sealbench-run-"
+
+
+def sweep_stale_scratch() -> None:
+    """Remove the scratch dirs of sealbench processes that died without cleaning up."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid = stale.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            remove_tree(stale)
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,8 @@ class Harness:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
         self.sandbox = sandbox
-        self.scratch = Path(tempfile.mkdtemp(prefix="sealbench-run-"))
+        sweep_stale_scratch()
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         self.store = ObjectStore(self.scratch / "objects.git")
         self._records: dict[Path | None, FixtureRecord] = {}
         self._records_lock = threading.Lock()

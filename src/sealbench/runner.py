@@ -11,7 +11,6 @@ import re
 import secrets
 import shlex
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
 from sealbench.ledger import Ledger
 from sealbench.protocol import Task
 from sealbench.report import NotPublishable, build_report, to_json, to_markdown
-from sealbench.sandbox import Sandbox, detect
+from sealbench.sandbox import Sandbox, detect, is_private, private_dirs
 from sealbench.seal import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 
@@ -88,12 +87,11 @@ def solver_files(argv: tuple[str, ...], hidden: tuple[Path, ...]) -> tuple[Path,
     contains something the sandbox hides, such as the run's scratch space in /tmp.
     """
     visible: list[Path] = []
-    temp = Path(tempfile.gettempdir()).resolve()
     for arg in argv:
         path = Path(arg)
-        # only what the private /tmp would hide needs binding; a symlink cannot be a mount point
+        # only what a private tmpfs would hide needs binding; a symlink cannot be a mount point
         if not path.is_absolute() or not path.exists() or path.is_symlink() \
-                or not path.resolve().is_relative_to(temp):
+                or not is_private(path):
             continue
         visible.append(path)
         parent = path.parent
@@ -171,10 +169,9 @@ class Run:
         self.run_id = run_id or new_run_id()
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
-        temp = Path(tempfile.gettempdir()).resolve()
-        # `temp / "*"` stands for anything in the temp dir: the temp dir itself is never shown
+        # `dir / "*"` stands for anything in a private dir: the dir itself is never shown
         self.solver = CommandSolver(argv, visible=solver_files(
-            argv, (*self.hidden(), sealed.protocol.root, temp / "*")))
+            argv, (*self.hidden(), sealed.protocol.root, *(d / "*" for d in private_dirs()))))
 
     def hidden(self) -> tuple[Path, ...]:
         db = self.ledger.path.resolve()
@@ -183,6 +180,9 @@ class Run:
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""
+        # hiding covers what exists when an attempt starts: make these exist before any does
+        self.ledger.artifacts.mkdir(parents=True, exist_ok=True)
+        (self.ledger.path.parent / "reports").mkdir(parents=True, exist_ok=True)
         self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
                                self.command, self.sandbox.kind, self._ledger_options())
         return self._go()

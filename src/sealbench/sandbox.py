@@ -25,6 +25,22 @@ SandboxKind = Literal["bwrap", "none"]
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 TMPFS_BYTES = 256 * 1024 * 1024  # the solver's private /tmp and /dev/shm live in memory
 CGROUP_BASES = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+# Each gets a fresh, empty tmpfs in the sandbox: temp files of other programs (other attempts'
+# workspaces among them) stay out of sight, and so do the unix sockets of host services
+# (/run/dbus, /run/docker.sock...), which --unshare-net does not cut off.
+PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run"), Path("/dev/shm"))
+
+
+def private_dirs() -> tuple[Path, ...]:
+    """The PRIVATE_DIRS that exist here as real directories (a /var/run symlink is covered by
+    its target)."""
+    return tuple(d for d in PRIVATE_DIRS if d.is_dir() and not d.is_symlink())
+
+
+def is_private(path: Path) -> bool:
+    """True when the sandbox would hide this host path behind one of its private tmpfs."""
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(d.resolve()) for d in private_dirs())
 
 
 @dataclass(frozen=True)
@@ -67,9 +83,9 @@ def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> li
         "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
-        "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm",
     ]
+    for private in private_dirs():
+        args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
     if not network:
         args.append("--unshare-net")
     for path in sorted(set(hidden), key=lambda p: len(p.parts)):
