@@ -42,9 +42,18 @@ INFRA_RETRIES = 2
 SCRATCH_PREFIX = "sealbench-run-"
 
 
-def sweep_stale_scratch() -> None:
+def scratch_root() -> Path:
+    """Where workspaces are laid out: `$SEALBENCH_SCRATCH`, else the system temp dir.
+
+    A tmpfs (e.g. /dev/shm) makes attempts cheaper — writing and deleting a fixture is most
+    of the harness's own cost — at the price of workspaces living in memory.
+    """
+    return Path(os.environ.get("SEALBENCH_SCRATCH") or tempfile.gettempdir())
+
+
+def sweep_stale_scratch(root: Path) -> None:
     """Remove the scratch dirs of sealbench processes that died without cleaning up."""
-    for stale in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+    for stale in root.glob(f"{SCRATCH_PREFIX}*"):
         pid = stale.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             remove_tree(stale)
@@ -90,12 +99,15 @@ class Harness:
         timeout_scale: float = 1.0,
         hidden: tuple[Path, ...] = (),
         abort: threading.Event | None = None,
+        scratch: Path | None = None,
     ) -> None:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
         self.sandbox = sandbox
-        sweep_stale_scratch()
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        root = scratch or scratch_root()
+        sweep_stale_scratch(root)
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
+                                             dir=root))
         self.store = ObjectStore(self.scratch / "objects.git")
         self._records: dict[Path | None, FixtureRecord] = {}
         self._records_lock = threading.Lock()
