@@ -806,3 +806,31 @@ def test_without_a_sandbox_the_report_says_so(tmp_path: Path, cli: Any) -> None:
     assert out.exit_code == 0, out.stderr
     assert "sandbox" in out.stderr.lower() and "without" in out.stderr.lower()
     assert "sandbox    none" in out.output
+
+
+# --------------------------------------------------------------------------- bundled example
+
+READ_INSTALLED_ORACLES = r'''
+if TASK == "toy-001":
+    import glob
+    found = {}
+    for path in glob.glob(CFG["oracles"] + "/*.patch"):
+        try:
+            found[path] = open(path).read()[:40]
+        except OSError as exc:
+            found[path] = type(exc).__name__
+    report(found=found)
+'''
+
+
+def test_solver_cannot_read_the_installed_example_oracles(base: Path) -> None:
+    """The package ships the example with its oracles; from inside, that copy is empty."""
+    import sealbench
+
+    oracles = Path(sealbench.__file__).resolve().parent / "example" / "coding-repair" / "oracles"
+    assert any(oracles.glob("*.patch"))  # they are there on the host
+    proto, ledger = sealed_toy(base)
+    command = hostile_solver(base / "agent", after=READ_INSTALLED_ORACLES, oracles=str(oracles))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert seen == {"found": {}}

@@ -173,3 +173,19 @@ def test_below_min_n_is_refused_without_a_rate(tmp_path: Path) -> None:
     assert "only 2 dataset tasks were scored; publish.min_n is 3" in str(caught.value)
     assert not RATE.search(str(caught.value))
     assert Refused  # the CLI turns NotPublishable into exit 3 (tested in test_cli)
+
+
+def test_a_solver_whose_interpreter_lives_in_tmp_still_runs(tmp_path: Path) -> None:
+    """A checkout (and its .venv) under /tmp is hidden by the private /tmp; sealbench binds
+    the interpreter's environment back, read-only."""
+    import sys
+
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    os.symlink(sys.executable, venv_bin / "python")
+    proto = make_protocol(tmp_path / "proto")
+    script = Path(write_solver(tmp_path / "agent").split()[-1])
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    result = run(proto, f"{venv_bin / 'python'} {script}", ledger=ledger)
+    assert result.report["mean"] == 1.0 and result.sandbox.kind == "bwrap"

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import sealbench
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
@@ -29,6 +30,8 @@ from sealbench.seal import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 
 Event = Callable[[str, dict[str, Any]], None]
+# the installed copy of the example ships its oracles: a solver must not find them there
+BUNDLED_EXAMPLE = Path(sealbench.__file__).resolve().parent / "example"
 EXIT_INTERRUPTED = 130
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -79,27 +82,31 @@ def parse_solver(command: str, protocol_root: Path) -> tuple[str, ...]:
     return tuple(resolved)
 
 
-def solver_files(argv: tuple[str, ...], hidden: tuple[Path, ...]) -> tuple[Path, ...]:
-    """Files the command names, and their directories when that exposes nothing hidden.
+def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
+    """What the solver needs to run that a private tmpfs would hide: the files its command
+    names with their directories, a virtual environment they live in, and this package (the
+    reference solvers import it). Hidden paths inside them are hidden again after these are
+    bound (see sandbox.bwrap_args), and a private directory itself is never bound.
 
-    The sandbox has a private /tmp, so a solver script kept in a temporary directory would
-    otherwise vanish; its directory is shown too (for helpers beside it) unless that directory
-    contains something the sandbox hides, such as the run's scratch space in /tmp.
+    The sandbox's /tmp is private, so a solver (or a whole checkout with its .venv) kept in a
+    temporary directory would otherwise vanish.
     """
-    visible: list[Path] = []
+    wanted: list[Path] = [Path(sealbench.__file__).parent.parent]
     for arg in argv:
         path = Path(arg)
-        # only what a private tmpfs would hide needs binding; a symlink cannot be a mount point
-        if not path.is_absolute() or not path.exists() or path.is_symlink() \
-                or not is_private(path):
+        if not path.is_absolute() or not (path.exists() or path.is_symlink()):
             continue
+        wanted += [path, path.parent]
+        if path.parent.name == "bin":  # an interpreter in a venv needs the whole venv
+            wanted.append(path.parent.parent)
+    private = {d.resolve() for d in private_dirs()}
+    visible: list[Path] = []
+    for path in dict.fromkeys(wanted):
+        if path.is_symlink() or not path.exists() or not is_private(path) \
+                or path.resolve() in private:
+            continue  # a symlink cannot be a mount point; its directory is bound instead
         visible.append(path)
-        parent = path.parent
-        if path.is_file() and parent != Path("/") and not any(
-            h == parent or h.is_relative_to(parent) for h in hidden
-        ):
-            visible.append(parent)
-    return tuple(dict.fromkeys(visible))
+    return tuple(visible)
 
 
 def attempt_record(task: Task, result: Finished, ledger: Ledger) -> dict[str, Any]:
@@ -169,14 +176,13 @@ class Run:
         self.run_id = run_id or new_run_id()
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
-        # `dir / "*"` stands for anything in a private dir: the dir itself is never shown
-        self.solver = CommandSolver(argv, visible=solver_files(
-            argv, (*self.hidden(), sealed.protocol.root, *(d / "*" for d in private_dirs()))))
+        self.solver = CommandSolver(argv, visible=solver_files(argv))
 
     def hidden(self) -> tuple[Path, ...]:
         db = self.ledger.path.resolve()
         return (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
-                self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve())
+                self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve(),
+                BUNDLED_EXAMPLE)
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""

@@ -51,6 +51,7 @@ class Mounts:
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    runtime: tuple[Path, ...] = ()  # the solver's own files that a private tmpfs would hide
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class Sandbox:
 
 
 def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> list[str]:
-    """bubblewrap options; order matters: hide first, then bind the attempt's own paths back."""
+    """bubblewrap options. Order matters: private tmpfs, then the solver's runtime files put
+    back, then whatever must stay hidden (even inside those), then the attempt's own paths."""
     args = [
         "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
@@ -88,6 +90,8 @@ def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> li
         args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
     if not network:
         args.append("--unshare-net")
+    for path in mounts.runtime:
+        args += ["--ro-bind", str(path), str(path)]
     for path in sorted(set(hidden), key=lambda p: len(p.parts)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]

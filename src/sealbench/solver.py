@@ -212,7 +212,8 @@ class CommandSolver:
         })
         mounts = Mounts(
             workspace=ws.root,
-            readable=(ws.prompt_file, *self.visible),
+            readable=(ws.prompt_file,),
+            runtime=self.visible,
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
         )
