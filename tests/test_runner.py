@@ -189,3 +189,51 @@ def test_a_solver_whose_interpreter_lives_in_tmp_still_runs(tmp_path: Path) -> N
     seal(proto, ledger=ledger)
     result = run(proto, f"{venv_bin / 'python'} {script}", ledger=ledger)
     assert result.report["mean"] == 1.0 and result.sandbox.kind == "bwrap"
+
+
+def test_workspace_past_its_budget_is_a_violation_and_is_not_read(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto")
+    text = (proto / "protocol.yaml").read_text()
+    budget = "  max_files_touched: 3\n  max_workspace_bytes: 4096"
+    (proto / "protocol.yaml").write_text(text.replace("  max_files_touched: 3", budget))
+    body = SOLVER + "if sys.argv[-1] == 'toy-002':\n    open('big.bin', 'wb').write(b'x' * 65536)\n"
+    command = write_solver(tmp_path / "agent", body)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    result = run(proto, command, ledger=ledger)
+    rows = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
+    assert rows["toy-002"]["outcome"] == "violation"
+    assert "max_workspace_bytes" in rows["toy-002"]["detail"]
+    assert ledger.get_artifact(rows["toy-002"]["diff"]) == b""  # never read into the harness
+    assert rows["toy-001"]["outcome"] == "pass"
+
+
+def test_required_sandbox_refuses_to_run_without_one(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     toy_solver: str) -> None:
+    proto = make_protocol(tmp_path / "proto")
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(
+        text.replace("  max_files_touched: 3", "  max_files_touched: 3\n  sandbox: required"))
+    assert cli("seal", proto).exit_code == 0
+    result = cli("run", proto, "--solver", toy_solver, "--sandbox", "none")
+    assert result.exit_code == 3
+    assert "budget.sandbox is 'required'" in result.stderr
+    assert cli("runs", "--format", "json").output.strip() == "[]"  # no run was even started
+
+
+def test_show_lists_outcomes_and_prints_a_diff(cli, toy: Path, toy_solver: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    assert cli("run", toy, "--solver", toy_solver).exit_code == 0
+    runs = json.loads(cli("runs", "--format", "json").stdout)
+    assert [r["state"] for r in runs] == ["published"]
+    assert runs[0]["attempts"] == {"null_pack": 3, "dataset": 4}
+    run_id = runs[0]["run_id"]
+    table = cli("show", run_id)
+    assert table.exit_code == 0
+    for task in ("NP-STUB-01", "NP-SECRET-01", "toy-000", "toy-003"):
+        assert task in table.output
+    diff = cli("show", run_id, "--diff", "toy-002")
+    assert diff.exit_code == 0
+    assert "-colour 2 is bad\n+colour 2 is good" in diff.output
+    missing = cli("show", run_id, "--diff", "nope")
+    assert missing.exit_code == 2
