@@ -94,11 +94,15 @@ def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
     wanted: list[Path] = [Path(sealbench.__file__).parent.parent]
     for arg in argv:
         path = Path(arg)
-        if not path.is_absolute() or not (path.exists() or path.is_symlink()):
-            continue
-        wanted += [path, path.parent]
-        if path.parent.name == "bin":  # an interpreter in a venv needs the whole venv
-            wanted.append(path.parent.parent)
+        for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
+            if not path.is_absolute() or not (path.exists() or path.is_symlink()):
+                break
+            wanted += [path, path.parent]
+            if path.parent.name == "bin":  # an interpreter in a venv needs the whole venv
+                wanted.append(path.parent.parent)
+            if not path.is_symlink():
+                break
+            path = Path(os.path.normpath(path.parent / os.readlink(path)))
     private = {d.resolve() for d in private_dirs()}
     visible: list[Path] = []
     for path in dict.fromkeys(wanted):
