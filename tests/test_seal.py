@@ -195,3 +195,10 @@ def test_run_uses_the_sealed_solver_path_check(cli, toy: Path) -> None:  # type:
     result = cli("run", toy, "--solver", inside)
     assert result.exit_code == 2
     assert "inside the protocol directory" in result.stderr
+
+
+def test_missing_protocol_directory_is_bad_input(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for args in (("verify", tmp_path / "nope"), ("run", tmp_path / "nope", "--solver", "true")):
+        result = cli(*args)
+        assert result.exit_code == 2
+        assert "protocol directory not found" in result.stderr

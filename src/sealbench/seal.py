@@ -286,6 +286,8 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
 
 
 def read_lock(root: Path) -> Lock:
+    if not root.is_dir():
+        raise BadInput(f"{root}: protocol directory not found")
     path = root / LOCK_FILE
     if not (root / SEALED_FILE).exists() or not path.exists():
         raise Refused(f"{root}: protocol is not sealed (no {SEALED_FILE} / {LOCK_FILE}); "
