@@ -12,6 +12,7 @@ out, walking them back and, only when something changed, one `git diff` process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -90,39 +91,42 @@ class Entry:
 Tree = dict[str, Entry]
 
 
-def read_tree(root: Path, on_entry: Callable[[str, Entry], None] | None = None) -> Tree:
-    """Read a directory as git would track it: regular files and symlinks, `.git` skipped."""
-    tree: Tree = {}
-    for path in _walk(root):
-        rel = path.relative_to(root).as_posix()
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            entry = Entry.of(MODE_LINK, os.fsencode(os.readlink(path)))
-        elif stat.S_ISREG(info.st_mode):
-            mode = MODE_EXEC if info.st_mode & stat.S_IXUSR else MODE_FILE
-            entry = Entry.of(mode, path.read_bytes())
-        else:
-            continue
-        if on_entry is not None:
-            on_entry(rel, entry)
-        tree[rel] = entry
-    return tree
+Scan = list[tuple[str, os.stat_result]]
 
 
-def _walk(root: Path) -> list[Path]:
-    found: list[Path] = []
-    stack = [root]
+def scan(root: Path) -> Scan:
+    """(relative posix path, lstat) of every non-directory entry, `.git` skipped, symlinks not
+    followed. Plain strings and scandir's cached stat: this runs after every attempt."""
+    found: Scan = []
+    top = str(root)
+    stack = [""]
     while stack:
-        directory = stack.pop()
-        with os.scandir(directory) as it:
+        rel_dir = stack.pop()
+        with os.scandir(os.path.join(top, rel_dir) if rel_dir else top) as it:
             for item in it:
                 if item.name == GIT_DIR:
                     continue
+                rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
                 if item.is_dir(follow_symlinks=False):
-                    stack.append(Path(item.path))
+                    stack.append(rel)
                 else:
-                    found.append(Path(item.path))
+                    found.append((rel, item.stat(follow_symlinks=False)))
     return found
+
+
+def read_tree(root: Path, scanned: Scan | None = None) -> Tree:
+    """Read a directory as git would track it: regular files and symlinks, `.git` skipped."""
+    tree: Tree = {}
+    top = str(root)
+    for rel, info in scan(root) if scanned is None else scanned:
+        full = os.path.join(top, rel)
+        if stat.S_ISLNK(info.st_mode):
+            tree[rel] = Entry.of(MODE_LINK, os.fsencode(os.readlink(full)))
+        elif stat.S_ISREG(info.st_mode):
+            with open(full, "rb") as handle:
+                data = handle.read()
+            tree[rel] = Entry.of(MODE_EXEC if info.st_mode & stat.S_IXUSR else MODE_FILE, data)
+    return tree
 
 
 # --------------------------------------------------------------------------- object store
@@ -185,26 +189,39 @@ class FixtureRecord:
 
     def materialize(self, dest: Path) -> None:
         """Write the fixture and its one-commit `.git` into a fresh directory."""
-        made: set[Path] = {dest}
-        for rel in self.git_dirs:
-            (dest / GIT_DIR / rel).mkdir(parents=True, exist_ok=True)
-        for rel, (mode, data) in self.git_files.items():
-            _write(dest / GIT_DIR / rel, mode, data, made)
-        for rel, entry in self.files.items():
-            _write(dest / rel, entry.mode, entry.data, made)
+        top = str(dest)
+        for rel in self.layout_dirs:
+            os.makedirs(os.path.join(top, rel), exist_ok=True)
+        for rel, mode, data in self.layout_files:
+            _write(os.path.join(top, rel), mode, data)
+
+    @functools.cached_property
+    def layout_files(self) -> tuple[tuple[str, int, bytes], ...]:
+        files = [(f"{GIT_DIR}/{rel}", mode, data) for rel, (mode, data) in self.git_files.items()]
+        files += [(rel, entry.mode, entry.data) for rel, entry in self.files.items()]
+        return tuple(files)
+
+    @functools.cached_property
+    def layout_dirs(self) -> tuple[str, ...]:
+        """Every directory to create, parents first (computed once per fixture)."""
+        dirs = {""} | {f"{GIT_DIR}/{rel}" for rel in self.git_dirs}
+        for rel, _, _ in self.layout_files:
+            parent = os.path.dirname(rel)
+            while parent not in dirs:
+                dirs.add(parent)
+                parent = os.path.dirname(parent)
+        return tuple(sorted(dirs, key=lambda d: d.count("/") + bool(d)))
 
 
-def _write(path: Path, mode: int, data: bytes, made: set[Path]) -> None:
-    parent = path.parent
-    if parent not in made:
-        parent.mkdir(parents=True, exist_ok=True)
-        made.update((parent, *parent.parents))
+def _write(path: str, mode: int, data: bytes) -> None:
     if mode == MODE_LINK:
         os.symlink(os.fsdecode(data), path)
         return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if mode == MODE_EXEC else 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)
 
@@ -251,11 +268,6 @@ def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
     return tuple(sorted(bad))
 
 
-def workspace_bytes(root: Path) -> int:
-    """Total size of what git would track, from lstat alone (nothing is read)."""
-    return sum(path.lstat().st_size for path in _walk(root))
-
-
 def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
                      max_bytes: int | None = None) -> Change:
     """Diff the workspace against the harness's own record of the fixture.
@@ -263,11 +275,11 @@ def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
     A workspace grown past max_bytes is not read at all: the harness's memory must not depend
     on what the solver wrote.
     """
-    if max_bytes is not None:
-        size = workspace_bytes(workspace)
-        if size > max_bytes:
-            return Change(b"", (), (), oversize=size)
-    after = read_tree(workspace)
+    scanned = scan(workspace)
+    size = sum(info.st_size for _, info in scanned)
+    if max_bytes is not None and size > max_bytes:
+        return Change(b"", (), (), oversize=size)
+    after = read_tree(workspace, scanned)
     touched = touched_paths(record.files, after)
     links = escaping_links(workspace, after)
     if not touched:
