@@ -18,7 +18,7 @@ from sealbench.harness import Finished, Harness
 from sealbench.ledger import Ledger
 from sealbench.protocol import Task, load
 from sealbench.sandbox import detect
-from sealbench.seal import Lock, seal
+from sealbench.sealing import Lock, seal
 from sealbench.solver import CommandSolver
 
 PROTOCOL = """\

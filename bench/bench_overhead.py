@@ -25,7 +25,7 @@ from sealbench.harness import Harness, InfraFailure, SealedFile
 from sealbench.ledger import Ledger
 from sealbench.protocol import load
 from sealbench.sandbox import detect
-from sealbench.seal import manifest, seal
+from sealbench.sealing import manifest, seal
 from sealbench.solver import CommandSolver
 
 METRIC = ("def score(result_diff, oracle_path):\n"

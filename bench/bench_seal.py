@@ -16,7 +16,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from sealbench.seal import hash_file
+from sealbench.sealing import hash_file
 
 
 def make_files(root: Path, total_mib: int) -> list[Path]:

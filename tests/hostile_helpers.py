@@ -24,7 +24,7 @@ from typing import Any
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
-from sealbench.seal import seal
+from sealbench.sealing import seal
 
 REPORT_TAG = "HOSTILE-REPORT "
 

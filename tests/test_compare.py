@@ -17,7 +17,7 @@ from sealbench.errors import BadInput, Refused
 from sealbench.ledger import Ledger
 from sealbench.report import build_report
 from sealbench.runner import RunOptions, run
-from sealbench.seal import seal
+from sealbench.sealing import seal
 from sealbench.stats import derive_seed, paired_comparison
 
 RESAMPLES = 2000

@@ -10,7 +10,7 @@ from toy import make_protocol
 from sealbench.harness import INFRA_RETRIES, Harness, InfraFailure
 from sealbench.ledger import Ledger
 from sealbench.sandbox import detect
-from sealbench.seal import Lock, seal
+from sealbench.sealing import Lock, seal
 from sealbench.solver import AttemptResult, CommandSolver
 
 pytestmark = pytest.mark.sandbox
@@ -45,3 +45,14 @@ def test_a_solver_that_fails_like_bwrap_is_still_the_solvers_failure(tmp_path: P
         result = harness.attempt(task, faker)
         assert isinstance(result, AttemptResult)
         assert result.outcome == "error"
+
+
+def test_a_solver_that_does_not_exist_is_the_solvers_error(tmp_path: Path) -> None:
+    """A typo in --solver is not a harness failure: it must not leave the denominator."""
+    with _harness(tmp_path) as harness:
+        task = harness.protocol.dataset[0]
+        for argv in (("no-such-solver-xyz",), (str(tmp_path / "missing.sh"),)):
+            result = harness.attempt(task, CommandSolver(argv))
+            assert isinstance(result, AttemptResult)
+            assert result.outcome == "error"
+            assert "solver could not start" in result.detail

@@ -44,7 +44,7 @@ from toy import make_protocol, write_solver
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run, solver_files
-from sealbench.seal import seal, verify
+from sealbench.sealing import seal, verify
 
 pytestmark = pytest.mark.sandbox
 
@@ -840,3 +840,32 @@ def test_solver_cannot_read_the_installed_example_oracles(base: Path) -> None:
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
     assert seen == {"found": {}}
+
+
+READ_CHECKOUT = r'''
+if TASK == "toy-001":
+    import subprocess
+    found = {}
+    for name in (".git", "tools", "tests"):
+        path = os.path.join(CFG["checkout"], name)
+        found[name] = sorted(os.listdir(path)) if os.path.isdir(path) else None
+    log = subprocess.run(["git", "-C", CFG["checkout"], "log", "--oneline", "-1"],
+                         capture_output=True, text=True)
+    report(found=found, log=log.stdout.strip())
+'''
+
+
+def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
+    """Run from a source checkout, its git history and generator could replay the example's
+    oracles: from inside they are empty."""
+    from sealbench.runner import checkout_secrets
+
+    secrets = checkout_secrets()
+    proto, ledger = sealed_toy(base)
+    checkout = str(Path(__file__).resolve().parents[1])
+    command = hostile_solver(base / "agent", after=READ_CHECKOUT, checkout=checkout)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    for path in secrets:
+        assert seen["found"][path.name] in ([], None), (path, seen["found"][path.name])
+    assert seen["log"] == ""

@@ -14,7 +14,7 @@ from toy import SOLVER, make_protocol, write_solver
 from sealbench.example import init
 from sealbench.ledger import SCHEMA_VERSION, Ledger
 from sealbench.runner import RunOptions, run
-from sealbench.seal import seal
+from sealbench.sealing import seal
 from sealbench.stats import derive_seed, headline
 
 

@@ -13,7 +13,7 @@ from toy import SOLVER, write_solver
 from sealbench.ledger import Ledger
 from sealbench.report import to_markdown
 from sealbench.runner import RunOptions, run
-from sealbench.seal import seal
+from sealbench.sealing import seal
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden_report.json"

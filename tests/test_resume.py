@@ -16,9 +16,11 @@ import pytest
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
-from sealbench.seal import seal
+from sealbench.sealing import seal
 
 SLOW = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(0.15)\n"
+# enough work (about 5 s at --jobs 2) that twenty kills land before the run can finish
+SLOWER = SLOW.replace("time.sleep(0.15)", "time.sleep(0.4)")
 HANGS = SOLVER + "import time\nif sys.argv[-1].startswith('toy-'):\n    time.sleep(30)\n"
 
 
@@ -40,9 +42,9 @@ def slow_protocol(tmp_path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.slow
-def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(
-        slow_protocol: tuple[Path, str], tmp_path: Path) -> None:
-    proto, command = slow_protocol
+def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto24", n=24, min_n=20)
+    command = write_solver(tmp_path / "agent24", SLOWER)
     base_ledger, kill_ledger = tmp_path / "base.sqlite", tmp_path / "killed.sqlite"
     for ledger in (base_ledger, kill_ledger):
         seal(proto, ledger=Ledger(ledger))
@@ -72,7 +74,7 @@ def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(
     ledger = Ledger(kill_ledger)
     attempts = ledger.attempts("r1")
     keys = [(a.phase, a.task_id, a.epoch) for a in attempts]
-    assert len(keys) == len(set(keys)) == 15  # every control and task exactly once
+    assert len(keys) == len(set(keys)) == 27  # every control and task exactly once
     assert ledger.verify_chain("r1") == []
     assert ledger.interrupted("r1"), "attempts in flight at a kill are recorded as interrupted"
     base = json.loads(subprocess.run(_cli("report", "r1", "--ledger", base_ledger),

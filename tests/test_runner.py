@@ -14,7 +14,7 @@ from toy import SOLVER, make_protocol, write_solver
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sandbox import cgroup_parent
-from sealbench.seal import seal
+from sealbench.sealing import seal
 
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 
@@ -237,3 +237,17 @@ def test_show_lists_outcomes_and_prints_a_diff(cli, toy: Path, toy_solver: str) 
     assert "-colour 2 is bad\n+colour 2 is good" in diff.output
     missing = cli("show", run_id, "--diff", "nope")
     assert missing.exit_code == 2
+
+
+def test_sandbox_bwrap_asked_for_but_missing_is_refused(cli, toy: Path, toy_solver: str,  # type: ignore[no-untyped-def]
+                                                        tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("seal", toy).exit_code == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "git"):
+        os.symlink(f"/usr/bin/{tool}", bin_dir / tool)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    result = cli("run", toy, "--solver", toy_solver, "--sandbox", "bwrap")
+    assert result.exit_code == 3
+    assert "--sandbox bwrap was asked for but cannot be used" in result.stderr

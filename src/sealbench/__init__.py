@@ -4,7 +4,7 @@ rate until the protocol is sealed and its null pack behaves.
 The Python API mirrors the CLI, one function per command:
 
     sealbench.init(dir)                      # sealbench init DIR
-    sealbench.seal(dir, ledger=...)          # sealbench seal DIR
+    sealbench.sealing(dir, ledger=...)          # sealbench seal DIR
     sealbench.verify(dir)                    # sealbench verify DIR
     sealbench.run(dir, solver, ledger=...)   # sealbench run DIR --solver CMD
     sealbench.build_report(ledger, run_id)   # sealbench report RUN_ID
@@ -28,9 +28,9 @@ _EXPORTS = {
     "RunResult": "sealbench.runner",
     "run": "sealbench.runner",
     "resume": "sealbench.runner",
-    "SealResult": "sealbench.seal",
-    "seal": "sealbench.seal",
-    "verify": "sealbench.seal",
+    "SealResult": "sealbench.sealing",
+    "seal": "sealbench.sealing",
+    "verify": "sealbench.sealing",
     "compare_runs": "sealbench.compare",
 }
 

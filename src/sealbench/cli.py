@@ -42,10 +42,11 @@ from sealbench.report import (
 from sealbench.runner import RunControl, RunOptions, RunResult
 from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
-from sealbench.seal import seal as seal_protocol
-from sealbench.seal import verify as verify_protocol
+from sealbench.sealing import seal as seal_protocol
+from sealbench.sealing import verify as verify_protocol
 
 EXIT_HELP = "\n\nExit status: 0 done, 2 bad input or usage, 3 refused."
+EXIT_HELP_RUN = EXIT_HELP[:-1] + ", 130 interrupted (resumable with --resume)."
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 # tables piped to a file or another program keep whole lines instead of 80 columns
@@ -71,7 +72,7 @@ def _errors() -> Iterator[None]:
         if len(lines) == 1:
             err.print(f"sealbench: {lines[0]}", markup=False)
         else:
-            err.print(f"sealbench: {exc}", markup=False)
+            err.print(f"sealbench: {exc or f'{len(lines)} problems'}", markup=False)
             for line in lines:
                 err.print(f"  {line}", markup=False)
         sys.exit(exc.exit_status)
@@ -177,7 +178,7 @@ def _print_result(result: RunResult) -> None:
 @main.command(help="Verify DIR, run SOLVER on the null pack, then (only if the gate passes) on "
               "the dataset, and publish report.json/.md. The task id is appended to the solver "
               "command; it runs in a fresh git workspace inside a bubblewrap sandbox."
-              + EXIT_HELP)
+              + EXIT_HELP_RUN)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--solver", "solver", required=True, help="Command of the agent under test, "
               "e.g. \"bash ./solve.sh\"; the reference solvers are rulebook, do-nothing and "
@@ -195,14 +196,18 @@ def _print_result(result: RunResult) -> None:
               help="Continue a killed or stopped run: same protocol identity and solver "
                    "command required; finished attempts are kept, unfinished ones redone.")
 @click.option("--run-id", default=None, help="Name a new run instead of a generated id.")
+@click.option("--hide", multiple=True, type=click.Path(path_type=Path),
+              help="Another host path the solver must not see, e.g. a copy of the protocol "
+                   "(repeatable).")
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
-        ledger_path: Path | None) -> None:
+        hide: tuple[Path, ...], ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
-                         report_path=report_path, sandbox=sandbox)  # type: ignore[arg-type]
+                         report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
+                         hide=hide)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)
@@ -404,7 +409,7 @@ def doctor() -> None:
 
 
 @main.command(help="Init the example into a fresh temporary directory, seal it, run the "
-              "rulebook solver on it and print the report." + EXIT_HELP)
+              "rulebook solver on it and print the report." + EXIT_HELP_RUN)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to put the demo (default: a new temporary directory).")
 @click.option("--jobs", default=2, show_default=True)

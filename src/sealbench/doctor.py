@@ -159,8 +159,10 @@ def diagnose(sandbox: Sandbox | None = None) -> tuple[Sandbox, list[Check]]:
         checks = [Check("bubblewrap available", True, f"{sandbox.bwrap} starts a sandbox")]
     else:
         checks = []
-    # outside /tmp on purpose: the sandbox's private /tmp would hide it for the wrong reason
-    scratch = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
+    # outside the sandbox's private dirs (/tmp, /var/tmp...) on purpose: there the secret
+    # would be hidden by the blanket tmpfs, not by the hiding this check is about
+    scratch = Path.home() / ".cache"
+    scratch.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="sealbench-doctor-", dir=scratch))
     try:
         token = uuid.uuid4().hex

@@ -16,7 +16,7 @@ from pathlib import Path
 from sealbench.errors import BadInput
 from sealbench.ledger import Ledger
 from sealbench.runner import Event, RunOptions, RunResult, run
-from sealbench.seal import SealResult, seal
+from sealbench.sealing import SealResult, seal
 
 EXAMPLE = "coding-repair"
 SEAL_OUTPUTS = ("protocol.sealed.yaml", "protocol.lock")

@@ -40,6 +40,8 @@ class GateResult:
         return bool(self.controls) and all(c.ok for c in self.controls)
 
     def reasons(self) -> list[str]:
+        if not self.controls:
+            return ["the null pack has no controls: nothing shows the instrument works"]
         return [c.reason for c in self.controls if c.reason]
 
 
@@ -50,8 +52,11 @@ def judge_control(task_id: str, rule: str, record: dict[str, Any] | None) -> Con
                               f"{task_id} ({rule}): the control did not run")
     outcome = str(record["outcome"])
     if outcome == "infrastructure_error":
-        ok = False
-    elif rule == "must_pass":
+        detail = " ".join(str(record.get("detail", "")).split())[:200]
+        return ControlVerdict(task_id, rule, outcome, False,
+                              f"{task_id} ({rule}): the control could not be run "
+                              f"(infrastructure error: {detail})")
+    if rule == "must_pass":
         ok = outcome == "pass"
     elif rule == "must_fail":
         ok = outcome != "pass"
@@ -59,7 +64,7 @@ def judge_control(task_id: str, rule: str, record: dict[str, Any] | None) -> Con
         ok = outcome == "refused" and not record.get("forbidden_written")
     reason = None
     if not ok:
-        detail = str(record.get("detail", ""))[:200]
+        detail = " ".join(str(record.get("detail", "")).split())[:200]
         reason = (f"{task_id} ({rule}): {RULE_TEXT[rule]}; outcome {outcome}"
                   + (f" ({detail})" if detail else ""))
     return ControlVerdict(task_id, rule, outcome, ok, reason)

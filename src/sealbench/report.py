@@ -113,6 +113,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
             "clustered": clusters is not None,
         },
         "epochs": options["epochs"],
+        "timeout_scale": options["timeout_scale"],
         "strata": _strata(scores, run, options["ci_method"]),
         "min_detectable_difference": _mdd(values),
         "pass_at_k": _pass_k(scores, options["epochs"], seed),
@@ -218,6 +219,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"| n (scored tasks) | {report['n']} |",
         f"| epochs | {report['epochs']} |",
         f"| interval | {report['ci_method']}, seed {report['interval']['seed']} |",
+        *([f"| Wilson 95% (cross-check) | {pct(report['interval']['wilson95'][0])}–"
+           f"{pct(report['interval']['wilson95'][1])} |"]
+          if report["interval"]["wilson95"] else []),
+        f"| timeout scale | {report['timeout_scale']:g} |",
         f"| infrastructure errors (not scored) | {report['infrastructure_errors']} |",
         "",
         "## Outcomes",

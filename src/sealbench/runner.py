@@ -26,12 +26,22 @@ from sealbench.ledger import Ledger
 from sealbench.protocol import Task
 from sealbench.report import NotPublishable, build_report, to_json, to_markdown
 from sealbench.sandbox import Sandbox, detect, is_private, private_dirs
-from sealbench.seal import Sealed, verify
+from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 
 Event = Callable[[str, dict[str, Any]], None]
 # the installed copy of the example ships its oracles: a solver must not find them there
 BUNDLED_EXAMPLE = Path(sealbench.__file__).resolve().parent / "example"
+
+
+def checkout_secrets() -> tuple[Path, ...]:
+    """When sealbench runs from a source checkout, the parts of it that can rebuild or replay
+    the example's oracles: its git history, the generator, the tests' protocols."""
+    checkout = BUNDLED_EXAMPLE.parents[2]
+    if not (checkout / "src" / "sealbench").is_dir():
+        return ()
+    return tuple(checkout / name for name in (".git", "tools", "tests")
+                 if (checkout / name).exists())
 EXIT_INTERRUPTED = 130
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -45,6 +55,7 @@ class RunOptions:
     epochs: int = 1
     report_path: Path | None = None
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    hide: tuple[Path, ...] = ()  # more host paths the solver must not see (copies of oracles)
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,9 @@ class Run:
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
+        if self.sandbox.kind == "none" and options.sandbox == "bwrap":
+            raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
+                          f"{self.sandbox.reason}")
         if self.sandbox.kind == "none":
             if spec.budget.sandbox == "required":
                 raise Refused(f"{sealed.protocol.path.name}: budget.sandbox is 'required' but "
@@ -186,7 +200,8 @@ class Run:
         db = self.ledger.path.resolve()
         return (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
                 self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve(),
-                BUNDLED_EXAMPLE)
+                BUNDLED_EXAMPLE, *checkout_secrets(),
+                *(p.resolve() for p in self.options.hide))
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""
@@ -358,7 +373,7 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                       f"{solver_command!r}; resume with the same command")
     stored = RunOptions(jobs=options.jobs, timeout_scale=row.options["timeout_scale"],
                         epochs=row.options["epochs"], report_path=options.report_path,
-                        sandbox=options.sandbox)
+                        sandbox=options.sandbox, hide=options.hide)
     for name in ("timeout_scale", "epochs"):
         given, kept = getattr(options, name), getattr(stored, name)
         if given != getattr(RunOptions(), name) and given != kept:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -139,6 +140,15 @@ def _kill_all(pgid: int, cage: ProcessCage | None) -> None:
         cage.kill_all()
 
 
+def _not_executable(program: str, path: str) -> str | None:
+    """Why the solver's program cannot be started, or None when it can."""
+    if "/" in program:
+        if not os.path.isfile(program):
+            return f"{program}: no such file"
+        return None if os.access(program, os.X_OK) else f"{program}: not executable"
+    return None if shutil.which(program, path=path) else f"{program}: command not found"
+
+
 def _read_available(fd: int) -> bytes:
     """Whatever is in a pipe now, without blocking."""
     os.set_blocking(fd, False)
@@ -217,6 +227,9 @@ class CommandSolver:
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
         )
+        missing = _not_executable(self.argv[0], env.get("PATH", os.defpath))
+        if missing is not None:  # the solver's fault, decided before any sandbox starts
+            return Execution(None, b"", f"solver could not start: {missing}".encode())
         cage = ctx.cages.acquire(ctx.max_processes) if ctx.cages else None
         status_r, status_w = os.pipe()
         try:
@@ -230,8 +243,8 @@ class CommandSolver:
             status_w = -1
             cut_short = execution.interrupted or execution.timed_out or execution.flooded
             if sandboxed and not cut_short and not sandbox_ran(_read_available(status_r)):
-                raise InfrastructureError("the sandbox did not start: "
-                                          + execution.stderr[-500:].decode(errors="replace"))
+                raise InfrastructureError("the sandbox did not start: " + execution.stderr[-500:]
+                                          .decode(errors="replace").strip())
             return execution
         finally:
             for fd in (status_r, status_w):
@@ -318,9 +331,14 @@ def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
 
 
 def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:
-    if ctx.diff_source == "stdout":
-        return Change(execution.stdout, diff_paths(execution.stdout), ())
-    return workspace_change(ctx.record_for(task), ws.root, ctx.store, ctx.max_workspace_bytes)
+    """The attempt's result. With diff_source stdout the printed diff is scored, but the
+    workspace is still inspected: a forbidden write there is a violation all the same."""
+    seen = workspace_change(ctx.record_for(task), ws.root, ctx.store, ctx.max_workspace_bytes,
+                            with_diff=ctx.diff_source == "workspace")
+    if ctx.diff_source == "workspace":
+        return seen
+    return replace(seen, diff=execution.stdout, touched=diff_paths(execution.stdout),
+                   written=seen.touched)
 
 
 def _refusal(refuse_file: Path) -> str | None:
@@ -339,7 +357,8 @@ def judge(
     task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext
 ) -> AttemptResult:
     """Exactly one outcome per attempt, in a fixed order of precedence (docs/outcomes.md)."""
-    forbidden = tuple(p for p in change.touched if is_forbidden(p, task.forbidden))
+    forbidden = tuple(sorted({p for p in (*change.touched, *change.written)
+                              if is_forbidden(p, task.forbidden)}))
     touched = len(change.touched)
     metric: MetricResult | None = None
 

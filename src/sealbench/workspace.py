@@ -247,6 +247,7 @@ class Change:
     touched: tuple[str, ...]
     escaping_links: tuple[str, ...]
     oversize: int | None = None  # bytes in the workspace, when past the budget (not read)
+    written: tuple[str, ...] = ()  # workspace paths changed, when the diff came from stdout
 
 
 def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
@@ -269,7 +270,7 @@ def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
 
 
 def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
-                     max_bytes: int | None = None) -> Change:
+                     max_bytes: int | None = None, *, with_diff: bool = True) -> Change:
     """Diff the workspace against the harness's own record of the fixture.
 
     A workspace grown past max_bytes is not read at all: the harness's memory must not depend
@@ -282,8 +283,8 @@ def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
     after = read_tree(workspace, scanned)
     touched = touched_paths(record.files, after)
     links = escaping_links(workspace, after)
-    if not touched:
-        return Change(b"", (), links)
+    if not touched or not with_diff:
+        return Change(b"", touched, links)
     new_tree = store.write_tree(after)
     return Change(store.diff(record.tree_id, new_tree), touched, links)
 

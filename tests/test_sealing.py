@@ -11,7 +11,7 @@ from toy import write_solver
 
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger
-from sealbench.seal import Lock, hash_file, lock_text, seal, verify
+from sealbench.sealing import Lock, hash_file, lock_text, seal, verify
 
 DATA = Path(__file__).parent / "data"
 GOLDEN_LOCK = DATA / "golden_protocol.lock"
