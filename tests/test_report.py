@@ -86,3 +86,21 @@ def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
         assert r["pass_at_k_ci95"][0] <= r["pass_at_k"] <= r["pass_at_k_ci95"][1]
     # the two tasks the solver always passes keep pass^3 at or above 2/12
     assert hat[-1] >= 2 / 12 - 1e-12
+
+
+def test_ci_method_is_sealed_and_used(tmp_path: Path) -> None:
+    from sealbench.stats import clopper_pearson
+    from toy import make_protocol
+
+    proto = make_protocol(tmp_path / "proto", n=6, min_n=5)
+    text = (proto / "protocol.yaml").read_text()
+    ledger = Ledger(tmp_path / "l.sqlite")
+    bootstrap_identity = seal(proto, ledger=Ledger(tmp_path / "other.sqlite")).identity
+    (proto / "protocol.yaml").write_text(
+        text.replace("  require_ci: true", "  require_ci: true\n  ci_method: clopper-pearson"))
+    sealed = seal(proto, ledger=ledger)
+    assert sealed.identity != bootstrap_identity  # the interval method is part of the exam
+    body = SOLVER + "if sys.argv[-1] == 'toy-004':\n    open('app.txt', 'a').write('x')\n"
+    report = run(proto, write_solver(tmp_path / "agent", body), ledger=ledger).report
+    assert report["ci_method"] == "clopper-pearson"
+    assert report["ci95"] == list(clopper_pearson(5, 6))
