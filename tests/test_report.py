@@ -89,8 +89,9 @@ def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
 
 
 def test_ci_method_is_sealed_and_used(tmp_path: Path) -> None:
-    from sealbench.stats import clopper_pearson
     from toy import make_protocol
+
+    from sealbench.stats import clopper_pearson
 
     proto = make_protocol(tmp_path / "proto", n=6, min_n=5)
     text = (proto / "protocol.yaml").read_text()
