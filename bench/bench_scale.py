@@ -1,0 +1,85 @@
+"""A large protocol end to end: seal, run (do-nothing solver, no sandbox), report (DESIGN §11).
+
+Target: a 100,000-task protocol in < 1 GB of memory. Prints wall time per stage and the peak
+resident memory of this process (ru_maxrss; the solver processes are separate and tiny).
+Usage: python bench/bench_scale.py [N]   (default 2,000; 100,000 takes tens of minutes here)
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sealbench.ledger import Ledger
+from sealbench.report import build_report
+from sealbench.runner import RunOptions, run
+from sealbench.sealing import seal
+
+PROTOCOL = """\
+schema: agent-bench-protocol/v1
+protocol_id: bench.scale.{n}
+dataset: {{path: ./tasks.jsonl}}
+metric: {{module: ./metric.py}}
+budget: {{timeout_sec: 60}}
+null_pack:
+  path: ./null.jsonl
+  rules: {{must_fail: [NP-FAIL]}}
+publish: {{min_n: 1}}
+solver: {{diff_source: stdout}}
+"""
+METRIC = ("def score(result_diff, oracle_path):\n"
+          "    return {'pass': result_diff == open(oracle_path).read(), 'metric': 'eq'}\n")
+
+
+def build(root: Path, n: int) -> None:
+    (root / "oracles").mkdir(parents=True)
+    rows = []
+    for i in range(n):
+        (root / "oracles" / f"t{i}.patch").write_text(f"diff for task {i}\n")
+        rows.append(json.dumps({"id": f"t{i}", "oracle": f"oracles/t{i}.patch",
+                                "stratum": f"s{i % 7}", "cluster": f"c{i % 97}"}))
+    (root / "tasks.jsonl").write_text("\n".join(rows) + "\n")
+    (root / "oracles" / "np.patch").write_text("poison\n")
+    (root / "null.jsonl").write_text(json.dumps(
+        {"id": "NP-FAIL", "oracle": "oracles/np.patch", "expected_class": "must_fail"}) + "\n")
+    (root / "metric.py").write_text(METRIC)
+    (root / "protocol.yaml").write_text(PROTOCOL.format(n=n))
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    tmp = Path(tempfile.mkdtemp(prefix="sealbench-bench-scale-"))
+    try:
+        build(tmp / "proto", n)
+        ledger = Ledger(tmp / "ledger.sqlite")
+        stages: list[tuple[str, float, float]] = []
+        started = time.perf_counter()
+        seal(tmp / "proto", ledger=ledger, jobs=2)
+        stages.append(("seal (with instrument check)", time.perf_counter() - started, peak_mib()))
+        started = time.perf_counter()
+        result = run(tmp / "proto", "true", ledger=ledger,
+                     options=RunOptions(jobs=2, sandbox="none"), run_id="scale")
+        stages.append(("run", time.perf_counter() - started, peak_mib()))
+        started = time.perf_counter()
+        report = build_report(ledger, "scale")
+        stages.append(("report (recomputed)", time.perf_counter() - started, peak_mib()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"tasks: {n} (stdout diffs, do-nothing solver `true`, no sandbox, --jobs 2)")
+    for name, seconds, peak in stages:
+        print(f"{name:30s} {seconds:8.1f} s   peak RSS so far {peak:7.1f} MiB")
+    assert report["n"] == n and result.report["n"] == n
+    print(f"peak memory: {peak_mib():.0f} MiB for {n} tasks (target < 1024 MiB at 100,000)")
+
+
+if __name__ == "__main__":
+    main()
