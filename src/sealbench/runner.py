@@ -399,7 +399,3 @@ def _alive(options: dict[str, Any]) -> bool:
     except PermissionError:
         return True
     return pid != os.getpid()
-
-
-def default_jobs() -> int:
-    return max(1, (os.cpu_count() or 1))

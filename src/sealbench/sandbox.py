@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -62,7 +62,6 @@ class Sandbox:
     bwrap: str | None = None
     network: bool = False
     reason: str | None = None
-    extra_hidden: tuple[Path, ...] = field(default_factory=tuple)
 
     def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None) -> list[str]:
         """The command line that runs argv confined to mounts (argv itself without a sandbox).
@@ -73,12 +72,10 @@ class Sandbox:
         if self.kind == "none" or self.bwrap is None:
             return argv
         status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
-        return [self.bwrap, *status, *bwrap_args(mounts, network=self.network,
-                                                 hidden=(*mounts.hidden, *self.extra_hidden)),
-                "--", *argv]
+        return [self.bwrap, *status, *bwrap_args(mounts, network=self.network), "--", *argv]
 
 
-def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> list[str]:
+def bwrap_args(mounts: Mounts, *, network: bool) -> list[str]:
     """bubblewrap options. Order matters: private tmpfs, then the solver's runtime files put
     back, then whatever must stay hidden (even inside those), then the attempt's own paths."""
     args = [
@@ -92,7 +89,7 @@ def bwrap_args(mounts: Mounts, *, network: bool, hidden: tuple[Path, ...]) -> li
         args.append("--unshare-net")
     for path in mounts.runtime:
         args += ["--ro-bind", str(path), str(path)]
-    for path in sorted(set(hidden), key=lambda p: len(p.parts)):
+    for path in sorted(set(mounts.hidden), key=lambda p: len(p.parts)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():

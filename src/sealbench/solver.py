@@ -207,12 +207,10 @@ class CommandSolver:
 
     argv: tuple[str, ...]
     name: str = "command"
-    extra_env: dict[str, str] = field(default_factory=dict)
     visible: tuple[Path, ...] = ()  # the solver's own files, bound read-only into the sandbox
 
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_")}
-        env.update(self.extra_env)
         env.update({
             "SEALBENCH_TASK_ID": task.id,
             "SEALBENCH_PROMPT_FILE": str(ws.prompt_file),
