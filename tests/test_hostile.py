@@ -205,7 +205,9 @@ def test_solver_cannot_read_the_oracle_fixtures_or_ledger(base: Path) -> None:
         assert seen["contents"].get(f"direct {path}", "") == ""
     # no host process is visible, and none of the mounts could be undone
     assert len(seen["visible"]) < 10, seen["visible"]
-    assert not any("pytest" in cmd for cmd in seen["visible"].values())
+    # (bwrap's own init is visible with its arguments, which name hidden paths: names only)
+    assert not any("pytest" in cmd for cmd in seen["visible"].values()
+                   if "bwrap" not in cmd.split(" ", 1)[0])
     assert all(code != 0 for code in seen["mounts"].values()), seen["mounts"]
     assert rows["toy-000"]["outcome"] == rows["toy-002"]["outcome"] == "pass"
 
@@ -846,9 +848,15 @@ READ_CHECKOUT = r'''
 if TASK == "toy-001":
     import subprocess
     found = {}
-    for name in (".git", "tools", "tests"):
+    for name in os.listdir(CFG["checkout"]):
         path = os.path.join(CFG["checkout"], name)
-        found[name] = sorted(os.listdir(path)) if os.path.isdir(path) else None
+        if os.path.isdir(path):
+            found[name] = sorted(os.listdir(path))
+        else:
+            try:
+                found[name] = open(path, errors="replace").read()[:40] or None
+            except OSError:
+                found[name] = None
     log = subprocess.run(["git", "-C", CFG["checkout"], "log", "--oneline", "-1"],
                          capture_output=True, text=True)
     report(found=found, log=log.stdout.strip())
@@ -866,6 +874,54 @@ def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
     command = hostile_solver(base / "agent", after=READ_CHECKOUT, checkout=checkout)
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert {p.name for p in secrets} >= {".git", "tools", "tests"}
     for path in secrets:
         assert seen["found"][path.name] in ([], None), (path, seen["found"][path.name])
+    assert seen["found"]["src"] == ["sealbench"] or "sealbench" in seen["found"]["src"]
     assert seen["log"] == ""
+
+
+# --------------------------------------------------------------------------- unreadable leftovers
+
+UNREADABLE = r'''
+if TASK == "toy-000":
+    os.symlink("app.txt", os.fsdecode(b"evil\xff-name"))
+if TASK == "toy-001":
+    here = os.getcwd()
+    for _ in range(25):  # step by step: deeper than PATH_MAX in total
+        os.mkdir("d" * 200)
+        os.chdir("d" * 200)
+    open("deep.txt", "w").write("x")
+    os.chdir(here)
+if TASK == "toy-002":
+    os.mkdir("many")
+    for i in range(CFG["entries"] + 10):
+        open(f"many/{i}", "w").close()
+if TASK == "toy-003":
+    open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("no\n" + "x" * 5_000_000)
+'''
+
+
+def test_leftovers_the_harness_cannot_read_are_the_solvers_violation(
+        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undecodable names, paths too long for the OS, floods of empty files and a huge refuse
+    file: each ends as the solver's own outcome, never an unscored infrastructure error and
+    never a crashed run."""
+    import sealbench.workspace
+
+    monkeypatch.setattr(sealbench.workspace, "MAX_ENTRIES", 2000)
+    proto, ledger = sealed_toy(base, n=4)
+    command = hostile_solver(base / "agent", after=UNREADABLE, entries=2000)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    assert rows["toy-000"]["outcome"] == "fail"  # recorded, and the run goes on
+    assert rows["toy-000"]["files_touched"] == 2
+    assert b'"b/evil\\377-name"' in ledger.get_artifact(rows["toy-000"]["diff"])  # git's quoting
+    assert rows["toy-001"]["outcome"] == "violation"
+    assert "cannot read back" in rows["toy-001"]["detail"]
+    assert rows["toy-002"]["outcome"] == "violation"
+    assert "more than 2000 files and directories" in rows["toy-002"]["detail"]
+    assert rows["toy-003"]["outcome"] == "refused"
+    assert len(rows["toy-003"]["detail"]) < 2100
+    assert result.report["infrastructure_errors"] == 0
+    assert result.report["n"] == 4

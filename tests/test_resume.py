@@ -118,6 +118,10 @@ def test_ctrl_c_stops_cleanly_and_resume_completes(slow_protocol: tuple[Path, st
     finished = sum(ledger.attempt_counts("c1").values())
     assert 5 <= finished < 15
     assert "%" not in out + err
+    partial = subprocess.run(_cli("report", "c1", "--ledger", ledger_path), capture_output=True,
+                             text=True)
+    assert partial.returncode == 3  # no figure from a stopped run
+    assert "is interrupted, not finished" in partial.stderr and "%" not in partial.stderr
     again = subprocess.run(_cli("run", proto, "--solver", command, "--resume", "c1",
                                 "--ledger", ledger_path), capture_output=True, text=True,
                            timeout=300)
@@ -181,3 +185,16 @@ def test_resume_with_another_solver_or_a_resealed_protocol_is_refused(
     assert "began under protocol identity" in result.stderr
     assert (ledger.run("x1"), ledger.attempts("x1")) == before
     assert os.path.exists(ledger_path)
+
+
+def test_two_resumers_cannot_both_take_a_run(tmp_path: Path) -> None:
+    from sealbench.ledger import Ledger as L
+
+    ledger = L(tmp_path / "l.sqlite")
+    ledger.create_run("r", "p", "sha256:x", "cmd", "none", {"pid": 1, "host": "h"})
+    ledger.set_run_state("r", "interrupted")
+    seen = ledger.run("r")
+    other = L(tmp_path / "l.sqlite")
+    assert other.claim_run("r", seen, 111, "h") is True
+    assert ledger.claim_run("r", seen, 222, "h") is False
+    assert ledger.run("r").options["pid"] == 111 and ledger.run("r").state == "running"

@@ -251,3 +251,26 @@ def test_sandbox_bwrap_asked_for_but_missing_is_refused(cli, toy: Path, toy_solv
     result = cli("run", toy, "--solver", toy_solver, "--sandbox", "bwrap")
     assert result.exit_code == 3
     assert "--sandbox bwrap was asked for but cannot be used" in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--timeout-scale", "nan"), "--timeout-scale must be a finite number > 0"),
+    (("--timeout-scale", "inf"), "--timeout-scale must be a finite number > 0"),
+    (("--jobs", "0"), "--jobs and --epochs must be >= 1"),
+])
+def test_bad_run_options_are_bad_input(cli, toy: Path, toy_solver: str,  # type: ignore[no-untyped-def]
+                                       args: tuple[str, ...], message: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_report_path_that_is_a_directory_is_refused_before_running(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                                   toy_solver: str,
+                                                                   tmp_path: Path) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--report", tmp_path)
+    assert result.exit_code == 2
+    assert "must be a file path" in result.stderr
+    assert cli("runs", "--format", "json").output.strip() == "[]"

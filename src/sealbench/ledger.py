@@ -90,8 +90,10 @@ def default_path() -> Path:
 
 
 def canonical(value: Any) -> bytes:
-    """The one JSON form used for digests: sorted keys, no spaces, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """The one JSON form used for digests: sorted keys, no spaces, UTF-8 (a lone surrogate,
+    from an undecodable file name, is escaped rather than allowed to fail)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", errors="backslashreplace")
 
 
 def chain_digest(prev: str, record: dict[str, Any]) -> str:
@@ -332,6 +334,18 @@ class Ledger:
         """Change a run's state without touching its finish time or report (resume, stop)."""
         with self.transaction() as db:
             db.execute("UPDATE runs SET state=?, reason=? WHERE run_id=?", (state, reason, run_id))
+
+    def claim_run(self, run_id: str, seen: RunRow, pid: int, host: str) -> bool:
+        """Take over a stopped or dead run, only if nobody else did since `seen` was read:
+        two `--resume` of one run must not both go on."""
+        options = {**seen.options, "pid": pid, "host": host}
+        with self.transaction() as db:
+            changed = db.execute(
+                "UPDATE runs SET state='running', reason=NULL, options=? "
+                "WHERE run_id=? AND state=? AND options=?",
+                (json.dumps(options), run_id, seen.state, json.dumps(seen.options)),
+            ).rowcount
+        return changed == 1
 
     def update_options(self, run_id: str, options: dict[str, Any]) -> None:
         with self.transaction() as db:

@@ -71,6 +71,7 @@ def gate_section(ledger: Ledger, run: RunRow) -> dict[str, Any]:
 def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """The published report of a run, from the ledger alone; NotPublishable when none may be."""
     run = ledger.run(run_id)
+    _require_complete(ledger, run)
     null_pack = gate_section(ledger, run)
     if not null_pack["passed"]:
         raise NotPublishable("the null pack did not pass: " + "; ".join(
@@ -174,6 +175,24 @@ def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[d
                 bootstrap_interval(hat, seed=derive_seed(str(seed), "pass^", str(k)))),
         })
     return out
+
+
+def _require_complete(ledger: Ledger, run: RunRow) -> None:
+    """A rate only for a run that ran to its end: a figure from a stopped run would let anyone
+    stop when the number looks good."""
+    if run.state == "refused":
+        raise NotPublishable(f"run {run.run_id} was refused: {run.reason}")
+    if run.state not in ("finished", "published"):
+        raise NotPublishable(f"run {run.run_id} is {run.state}, not finished; resume it with "
+                             "`sealbench run DIR --solver CMD --resume "
+                             f"{run.run_id}`")
+    expected = run.options.get("expected") or {}
+    counts = ledger.attempt_counts(run.run_id)
+    missing = {phase: count - counts.get(phase, 0) for phase, count in expected.items()
+               if counts.get(phase, 0) != count}
+    if missing:
+        raise NotPublishable(f"run {run.run_id} is missing attempts: " + ", ".join(
+            f"{phase} {count}" for phase, count in sorted(missing.items())))
 
 
 def _labels(scores: dict[str, dict[str, Any]], key: str) -> list[str] | None:

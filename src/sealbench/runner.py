@@ -6,11 +6,13 @@ events carry counts of finished attempts only.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
 import shlex
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,13 +37,17 @@ BUNDLED_EXAMPLE = Path(sealbench.__file__).resolve().parent / "example"
 
 
 def checkout_secrets() -> tuple[Path, ...]:
-    """When sealbench runs from a source checkout, the parts of it that can rebuild or replay
-    the example's oracles: its git history, the generator, the tests' protocols."""
+    """When sealbench runs from a source checkout, everything in it but `src/` and the running
+    virtual environment: git history, the generator, test caches and data can all rebuild or
+    replay the example's oracles."""
     checkout = BUNDLED_EXAMPLE.parents[2]
     if not (checkout / "src" / "sealbench").is_dir():
         return ()
-    return tuple(checkout / name for name in (".git", "tools", "tests")
-                 if (checkout / name).exists())
+    keep = {checkout / "src"}
+    prefix = Path(sys.prefix).resolve()
+    if prefix.is_relative_to(checkout):
+        keep.add(checkout / prefix.relative_to(checkout).parts[0])
+    return tuple(sorted(child for child in checkout.iterdir() if child not in keep))
 EXIT_INTERRUPTED = 130
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -218,10 +224,6 @@ class Run:
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
-        self.ledger.set_run_state(self.run_id, "running")
-        options = self.ledger.run(self.run_id).options
-        options["pid"], options["host"] = os.getpid(), socket.gethostname()
-        self.ledger.update_options(self.run_id, options)
         return self._go()
 
     def _go(self) -> RunResult:
@@ -314,9 +316,14 @@ class Run:
         self.ledger.finish_run(self.run_id, "published", None, report)
         json_path = self.report_path
         md_path = json_path.with_suffix(".md")
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(to_json(report), encoding="utf-8")
-        md_path.write_text(to_markdown(report), encoding="utf-8")
+        try:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(to_json(report), encoding="utf-8")
+            md_path.write_text(to_markdown(report), encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
+                           f"the run is published in the ledger: sealbench report "
+                           f"{self.run_id}") from None
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
 
 
@@ -327,8 +334,14 @@ class RunInterrupted(SealbenchError):
 
 
 def _check_options(options: RunOptions) -> None:
-    if options.jobs < 1 or options.epochs < 1 or options.timeout_scale <= 0:
-        raise BadInput("--jobs and --epochs must be >= 1 and --timeout-scale > 0")
+    if options.jobs < 1 or options.epochs < 1:
+        raise BadInput("--jobs and --epochs must be >= 1")
+    if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
+        raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
+    report = options.report_path
+    if report is not None and (report.is_dir() or (report.parent.exists()
+                                                    and not report.parent.is_dir())):
+        raise BadInput(f"--report {report}: must be a file path (report.md goes beside it)")
 
 
 def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
@@ -384,6 +397,8 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     if active.sandbox.kind != row.sandbox:
         raise Refused(f"run {run_id} began with sandbox {row.sandbox}; this machine now "
                       f"gives {active.sandbox.kind}")
+    if not ledger.claim_run(run_id, row, os.getpid(), socket.gethostname()):
+        raise Refused(f"run {run_id} was taken over by another process just now; not resuming")
     return active.resume()
 
 

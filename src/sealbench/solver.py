@@ -332,7 +332,8 @@ def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContex
     """The attempt's result. With diff_source stdout the printed diff is scored, but the
     workspace is still inspected: a forbidden write there is a violation all the same."""
     seen = workspace_change(ctx.record_for(task), ws.root, ctx.store, ctx.max_workspace_bytes,
-                            with_diff=ctx.diff_source == "workspace")
+                            with_diff=ctx.diff_source == "workspace",
+                            max_touched=ctx.max_files_touched)
     if ctx.diff_source == "workspace":
         return seen
     return replace(seen, diff=execution.stdout, touched=diff_paths(execution.stdout),
@@ -342,7 +343,8 @@ def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContex
 def _refusal(refuse_file: Path) -> str | None:
     if refuse_file.is_symlink() or not refuse_file.is_file():
         return None
-    reason = refuse_file.read_bytes()[:2000].decode(errors="replace").strip()
+    with refuse_file.open("rb") as handle:  # never more than a line's worth, whatever was written
+        reason = handle.read(2000).decode(errors="replace").strip()
     return reason or "refused (no reason given)"
 
 
@@ -370,8 +372,10 @@ def judge(
     if execution.flooded:
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
     if change.oversize is not None:
-        return result("violation", f"workspace grew to {change.oversize} bytes, past "
-                      f"budget.max_workspace_bytes ({ctx.max_workspace_bytes})")
+        return result("violation", change.oversize)
+    if change.unreadable is not None:
+        return result("violation", f"left a workspace the harness cannot read back: "
+                      f"{change.unreadable}")
     if forbidden:
         return result("violation", f"wrote forbidden path(s): {', '.join(forbidden)}")
     if change.escaping_links:

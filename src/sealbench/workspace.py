@@ -94,18 +94,30 @@ Tree = dict[str, Entry]
 Scan = list[tuple[str, os.stat_result]]
 
 
-def scan(root: Path) -> Scan:
+class WorkspaceTooLarge(Exception):
+    """The solver left more entries than the harness will look at."""
+
+
+def scan(root: Path, max_entries: int | None = None) -> Scan:
     """(relative posix path, lstat) of every non-directory entry, `.git` skipped, symlinks not
-    followed. Plain strings and scandir's cached stat: this runs after every attempt."""
+    followed. Plain strings and scandir's cached stat: this runs after every attempt.
+
+    Stops with WorkspaceTooLarge past max_entries (files and directories), so the harness's
+    time and memory do not depend on how many empty files a solver leaves behind.
+    """
     found: Scan = []
     top = str(root)
     stack = [""]
+    seen = 0
     while stack:
         rel_dir = stack.pop()
         with os.scandir(os.path.join(top, rel_dir) if rel_dir else top) as it:
             for item in it:
                 if item.name == GIT_DIR:
                     continue
+                seen += 1
+                if max_entries is not None and seen > max_entries:
+                    raise WorkspaceTooLarge(f"more than {max_entries} files and directories")
                 rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
                 if item.is_dir(follow_symlinks=False):
                     stack.append(rel)
@@ -246,8 +258,9 @@ class Change:
     diff: bytes
     touched: tuple[str, ...]
     escaping_links: tuple[str, ...]
-    oversize: int | None = None  # bytes in the workspace, when past the budget (not read)
+    oversize: str | None = None  # why the workspace was not read: too big, too many entries
     written: tuple[str, ...] = ()  # workspace paths changed, when the diff came from stdout
+    unreadable: str | None = None  # the solver left something the harness cannot read back
 
 
 def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
@@ -269,24 +282,44 @@ def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
     return tuple(sorted(bad))
 
 
+MAX_ENTRIES = 100_000
+
+
+def printable(path: str) -> str:
+    """A file name fit for records and terminals: undecodable bytes shown as \\xNN."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
-                     max_bytes: int | None = None, *, with_diff: bool = True) -> Change:
+                     max_bytes: int | None = None, *, with_diff: bool = True,
+                     max_touched: int | None = None) -> Change:
     """Diff the workspace against the harness's own record of the fixture.
 
-    A workspace grown past max_bytes is not read at all: the harness's memory must not depend
-    on what the solver wrote.
+    A workspace past max_bytes or MAX_ENTRIES is not read, and one that touches more than
+    max_touched files is not diffed: the harness's time and memory must not depend on what
+    the solver wrote. What the harness cannot read back (a name too long for the OS, say) is
+    the solver's doing, reported in `unreadable`, never a harness failure.
     """
-    scanned = scan(workspace)
-    size = sum(info.st_size for _, info in scanned)
-    if max_bytes is not None and size > max_bytes:
-        return Change(b"", (), (), oversize=size)
-    after = read_tree(workspace, scanned)
+    try:
+        scanned = scan(workspace, MAX_ENTRIES)
+        size = sum(info.st_size for _, info in scanned)
+        if max_bytes is not None and size > max_bytes:
+            return Change(b"", (), (), oversize=f"workspace grew to {size} bytes, past "
+                                                f"budget.max_workspace_bytes ({max_bytes})")
+        after = read_tree(workspace, scanned)
+    except WorkspaceTooLarge as exc:
+        return Change(b"", (), (), oversize=f"workspace has {exc}")
+    except OSError as exc:
+        return Change(b"", (), (), unreadable=f"{exc.strerror or exc}: "
+                                              f"{printable(str(exc.filename or ''))[-200:]}")
     touched = touched_paths(record.files, after)
     links = escaping_links(workspace, after)
-    if not touched or not with_diff:
-        return Change(b"", touched, links)
+    shown = tuple(printable(p) for p in touched)
+    if not touched or not with_diff or (max_touched is not None and len(touched) > max_touched):
+        return Change(b"", shown, tuple(printable(p) for p in links))
     new_tree = store.write_tree(after)
-    return Change(store.diff(record.tree_id, new_tree), touched, links)
+    return Change(store.diff(record.tree_id, new_tree), shown,
+                  tuple(printable(p) for p in links))
 
 
 def diff_paths(diff: bytes) -> tuple[str, ...]:
