@@ -17,9 +17,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from sealbench.errors import InfrastructureError
 
 SandboxKind = Literal["bwrap", "none"]
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
@@ -152,8 +155,39 @@ class ProcessCage:
     path: Path
 
     def prefix(self) -> list[str]:
-        """Commands that move the attempt into the cgroup before anything of it runs."""
+        """Commands that move the attempt into the cgroup before anything of it runs (where
+        the spawning thread cannot join it itself, see spawning())."""
+        if self.thread_attach:
+            return []
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
+
+    @property
+    def thread_attach(self) -> bool:
+        """cgroup v1 places threads one by one (a `tasks` file): the harness thread can step
+        into the cage just for the fork, which saves a shell per attempt."""
+        return (self.path / "tasks").exists()
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[None]:
+        """Hold the calling thread inside the cage while it forks the attempt, so the child
+        starts there; the thread steps back out before anything can be killed."""
+        if not self.thread_attach:
+            yield
+            return
+        tid = str(threading.get_native_id())
+        try:
+            home = _thread_home(self.path)
+            (self.path / "tasks").write_text(tid)
+        except OSError as exc:
+            raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
+        try:
+            yield
+        finally:
+            try:
+                (home / "tasks").write_text(tid)
+            except OSError:  # never stay inside: kill_all would reach the harness itself
+                (next(b for b in CGROUP_BASES if self.path.is_relative_to(b)) / "tasks") \
+                    .write_text(tid)
 
     def pids(self) -> list[int]:
         try:
@@ -208,6 +242,16 @@ def cgroup_parent() -> Path | None:
         with contextlib.suppress(OSError):
             parent.rmdir()
     return None
+
+
+def _thread_home(cage: Path) -> Path:
+    """The pids cgroup the calling thread belongs to now (in the hierarchy the cage is in)."""
+    base = next(b for b in CGROUP_BASES if cage.is_relative_to(b))
+    for line in Path("/proc/thread-self/cgroup").read_text().splitlines():
+        _, controllers, where = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            return base / where.lstrip("/")
+    return base
 
 
 def _sweep_stale(base: Path) -> None:

@@ -73,10 +73,11 @@ def execute(
     if cage is not None:
         argv = [*cage.prefix(), *argv]
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
-        )
+        with cage.spawning() if cage is not None else contextlib.nullcontext():
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
+            )
     except OSError as exc:
         return Execution(None, b"", f"solver could not start: {exc}".encode(),
                          duration=time.monotonic() - started)
