@@ -289,8 +289,8 @@ def test_solver_cannot_write_outside_its_workspace(base: Path, tmp_path: Path) -
             ledger.get_artifact(row["diff"])
         assert json.loads(report_path.read_text())["run_id"] == result.run_id
         new = {p.relative_to(base).as_posix() for p in _files(base) - base_before}
-        assert {p for p in new if not p.startswith("ledger/")} <= {"out/report.json",
-                                                                    "out/report.md"}
+        assert {p for p in new if not p.startswith("ledger/")} <= {
+            "out/report.json", "out/report.md", "out/report.html"}
         assert _files(tmp_path) == tmp_before
         assert rows["toy-000"]["outcome"] == rows["toy-001"]["outcome"] == "pass"
     finally:

@@ -105,3 +105,25 @@ def test_ci_method_is_sealed_and_used(tmp_path: Path) -> None:
     report = run(proto, write_solver(tmp_path / "agent", body), ledger=ledger).report
     assert report["ci_method"] == "clopper-pearson"
     assert report["ci95"] == list(clopper_pearson(5, 6))
+
+
+def test_html_report_escapes_and_carries_the_headline(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    from sealbench.report import headline_text, to_html
+
+    report = golden_run(tmp_path)
+    report["solver"]["command"] = "<script>alert(1)</script> solve.sh"
+    page = to_html(report)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    texts: list[str] = []
+
+    class Collect(HTMLParser):
+        def handle_data(self, data: str) -> None:
+            texts.append(data)
+
+    Collect().feed(page)
+    text = " ".join(texts)
+    assert headline_text(report) in text and report["identity"] in text
+    written = Path(report["records"]["ledger"]).parent / "reports" / "golden-run.html"
+    assert written.exists()

@@ -35,6 +35,7 @@ from sealbench.report import (
     NotPublishable,
     build_report,
     headline_text,
+    to_html,
     to_json,
     to_markdown,
     verify_report,
@@ -172,6 +173,7 @@ def _print_result(result: RunResult) -> None:
         f"headline   {headline_text(report)}",
         f"report     {result.report_path}",
         f"           {result.markdown_path}",
+        f"           {result.report_path.with_suffix('.html')}",
     ]), markup=False)
 
 
@@ -242,11 +244,10 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 
 @main.command(help="Print the report of RUN_ID, recomputed from the ledger." + EXIT_HELP)
 @click.argument("run_id")
-@click.option("--format", "fmt", type=click.Choice(["json", "md"]), default="json",
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json",
               show_default=True)
 @ledger_option
 def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
-
     with _errors():
         ledger = _ledger(ledger_path, create=False)
         run_row = ledger.run(run_id)
@@ -256,7 +257,8 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
             raise Refused(
                 f"run {run_id} has no publishable report ({run_row.state}): {exc}"
             ) from None
-    out.print(to_json(data) if fmt == "json" else to_markdown(data), markup=False, end="")
+    render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
+    out.print(render(data), markup=False, end="")
 
 
 @main.command(help="List the ledger's runs, newest first: protocol, solver, state, and n with "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 from sealbench import __version__
@@ -223,45 +225,74 @@ def headline_text(report: dict[str, Any]) -> str:
             f"n = {report['n']})")
 
 
-def to_markdown(report: dict[str, Any]) -> str:
-    lines = [
-        f"# sealbench report — {report['protocol_id']}",
-        "",
-        f"**{headline_text(report)}**",
-        "",
-        "| | |",
-        "|---|---|",
-        f"| protocol identity | `{report['identity']}` |",
-        f"| run | `{report['run_id']}` |",
-        f"| solver | `{report['solver']['command']}` |",
-        f"| sandbox | {report['sandbox']} |",
-        f"| n (scored tasks) | {report['n']} |",
-        f"| epochs | {report['epochs']} |",
-        f"| interval | {report['ci_method']}, seed {report['interval']['seed']} |",
-        *([f"| Wilson 95% (cross-check) | {pct(report['interval']['wilson95'][0])}–"
-           f"{pct(report['interval']['wilson95'][1])} |"]
-          if report["interval"]["wilson95"] else []),
-        f"| timeout scale | {report['timeout_scale']:g} |",
-        f"| infrastructure errors (not scored) | {report['infrastructure_errors']} |",
-        "",
-        "## Outcomes",
-        "",
-        "| outcome | attempts |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["outcomes"].items()],
-        "",
-        "## Null pack",
-        "",
-        "| control | rule | outcome | ok |",
-        "|---|---|---|---|",
-        *[f"| {c['id']} | {c['rule']} | {c['outcome']} | {'yes' if c['ok'] else 'NO'} |"
-          for c in report["null_pack"]["controls"]],
-        "",
+def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The facts every rendering shows beside the headline, in order."""
+    interval = report["interval"]
+    rows = [
+        ("protocol identity", report["identity"]),
+        ("run", report["run_id"]),
+        ("solver", report["solver"]["command"]),
+        ("sandbox", report["sandbox"]),
+        ("n (scored tasks)", str(report["n"])),
+        ("epochs", str(report["epochs"])),
+        ("interval", f"{report['ci_method']}, seed {interval['seed']}"),
     ]
+    if interval["wilson95"]:
+        lo, hi = interval["wilson95"]
+        rows.append(("Wilson 95% (cross-check)", f"{pct(lo)}–{pct(hi)}"))
+    rows += [("timeout scale", f"{report['timeout_scale']:g}"),
+             ("infrastructure errors (not scored)", str(report["infrastructure_errors"]))]
+    return rows
+
+
+def _controls(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [(c["id"], c["rule"], c["outcome"], "yes" if c["ok"] else "NO")
+            for c in report["null_pack"]["controls"]]
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [f"# sealbench report — {report['protocol_id']}", "",
+             f"**{headline_text(report)}**", ""]
     if report["interval"]["note"]:
-        lines[3:3] = [f"_{report['interval']['note']}_", ""]
+        lines += [f"_{report['interval']['note']}_", ""]
+    lines += ["| | |", "|---|---|", *[f"| {k} | `{v}` |" if k in ("protocol identity", "run",
+                                                                   "solver") else f"| {k} | {v} |"
+                                      for k, v in _summary(report)]]
+    lines += ["", "## Outcomes", "", "| outcome | attempts |", "|---|---|",
+              *[f"| {k} | {v} |" for k, v in report["outcomes"].items()]]
+    lines += ["", "## Null pack", "", "| control | rule | outcome | ok |", "|---|---|---|---|",
+              *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in _controls(report)], ""]
     lines.append(f"Records: ledger `{report['records']['ledger']}`, run `{report['run_id']}`.")
     return "\n".join(lines) + "\n"
+
+
+def to_html(report: dict[str, Any]) -> str:
+    """A self-contained page (no scripts, no external assets) with the same facts."""
+    def table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+        cells = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
+                        for row in rows)
+        heads = "".join(f"<th>{escape(h)}</th>" for h in head)
+        return f"<table><thead><tr>{heads}</tr></thead><tbody>{cells}</tbody></table>"
+
+    note = report["interval"]["note"]
+    body = [
+        f"<h1>sealbench report — {escape(report['protocol_id'])}</h1>",
+        f"<p class=headline><strong>{escape(headline_text(report))}</strong></p>",
+        f"<p><em>{escape(note)}</em></p>" if note else "",
+        table(("", ""), _summary(report)),
+        "<h2>Outcomes</h2>",
+        table(("outcome", "attempts"), [(k, str(v)) for k, v in report["outcomes"].items()]),
+        "<h2>Null pack</h2>",
+        table(("control", "rule", "outcome", "ok"), _controls(report)),
+        f"<p>Records: ledger <code>{escape(report['records']['ledger'])}</code>.</p>",
+    ]
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+             "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}"
+             "table{border-collapse:collapse;margin:1em 0}.headline{font-size:1.4em}")
+    return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<title>sealbench — {escape(report['protocol_id'])}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(b for b in body if b)
+            + "\n</body></html>\n")
 
 
 # --------------------------------------------------------------------------- re-checking

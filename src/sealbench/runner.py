@@ -26,7 +26,7 @@ from sealbench.gate import evaluate
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
 from sealbench.ledger import Ledger
 from sealbench.protocol import Task
-from sealbench.report import NotPublishable, build_report, to_json, to_markdown
+from sealbench.report import NotPublishable, build_report, to_html, to_json, to_markdown
 from sealbench.sandbox import Sandbox, detect, is_private, private_dirs
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
@@ -320,6 +320,7 @@ class Run:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(to_json(report), encoding="utf-8")
             md_path.write_text(to_markdown(report), encoding="utf-8")
+            json_path.with_suffix(".html").write_text(to_html(report), encoding="utf-8")
         except OSError as exc:
             raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
                            f"the run is published in the ledger: sealbench report "
