@@ -8,9 +8,7 @@ refuses: unsealed, tampered, gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 
@@ -60,13 +58,3 @@ class Refused(SealbenchError):
 
 class InfrastructureError(Exception):
     """The harness itself failed (sandbox did not start, disk full): retried, never scored."""
-
-
-def display(path: Path, base: Path | None = None) -> str:
-    """A path as the user should read it: relative to base when it lies inside, else as is."""
-    if base is not None:
-        try:
-            return str(path.resolve().relative_to(base.resolve()))
-        except ValueError:
-            pass
-    return str(path)

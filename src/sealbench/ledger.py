@@ -318,13 +318,6 @@ class Ledger:
         rows = self.db.execute(query + " ORDER BY seq", args).fetchall()
         return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
-    def chain_head(self, run_id: str) -> tuple[int, str]:
-        """How many attempts the run has recorded, and the digest of the last one."""
-        row = self.db.execute("SELECT COUNT(*), (SELECT digest FROM attempts WHERE run_id=? "
-                              "ORDER BY seq DESC LIMIT 1) FROM attempts WHERE run_id=?",
-                              (run_id, run_id)).fetchone()
-        return int(row[0]), str(row[1] or GENESIS)
-
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         rows = self.db.execute("SELECT phase, COUNT(*) FROM attempts WHERE run_id=? "
                                "GROUP BY phase", (run_id,)).fetchall()
@@ -346,10 +339,6 @@ class Ledger:
                 (json.dumps(options), run_id, seen.state, json.dumps(seen.options)),
             ).rowcount
         return changed == 1
-
-    def update_options(self, run_id: str, options: dict[str, Any]) -> None:
-        with self.transaction() as db:
-            db.execute("UPDATE runs SET options=? WHERE run_id=?", (json.dumps(options), run_id))
 
     def verify_chain(self, run_id: str) -> list[str]:
         """Problems with a run's attempt chain: edited, deleted or reordered records."""

@@ -287,22 +287,27 @@ def symlink_escapes(link: Path, root: Path) -> bool:
 
 def read_task_rows(
     path: Path, display_name: str, kind: Kind, root: Path
-) -> tuple[list[Task], list[Problem]]:
-    """Parse a task file line by line; collect every problem instead of stopping at the first."""
+) -> tuple[list[Task], list[Problem], int | None]:
+    """Parse a task file line by line; collect every problem instead of stopping at the first.
+
+    Also returns how many rows the file has, valid or not (None when it cannot be read).
+    """
     tasks: list[Task] = []
     problems: list[Problem] = []
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        return [], [Problem(display_name, f"cannot be read: {exc.strerror or exc}")]
+        return [], [Problem(display_name, f"cannot be read: {exc.strerror or exc}")], None
+    rows = 0
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
+        rows += 1
         task, row_problems = _parse_row(line, number, display_name, kind, root)
         problems.extend(row_problems)
         if task is not None:
             tasks.append(task)
-    return tasks, problems
+    return tasks, problems, rows
 
 
 def _parse_row(
@@ -400,11 +405,11 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
                 Problem(name, f"'{ref_path}' does not exist", line_of(lines, loc), dotted(loc))
             )
             continue
-        tasks, row_problems = read_task_rows(task_file, _rel(task_file, root), kind, root)
+        tasks, row_problems, rows = read_task_rows(task_file, _rel(task_file, root), kind, root)
         loaded[kind] = tasks
         problems.extend(row_problems)
         if kind == "dataset":
-            dataset_rows = sum(1 for line in task_file.read_bytes().splitlines() if line.strip())
+            dataset_rows = rows
     metric, why = resolve_inside(root, spec.metric.module)
     loc = ("metric", "module")
     if why:

@@ -16,7 +16,7 @@ from typing import Any
 from sealbench import __version__
 from sealbench.errors import SealbenchError
 from sealbench.gate import evaluate
-from sealbench.ledger import Ledger, RunRow
+from sealbench.ledger import GENESIS, AttemptRow, Ledger, RunRow
 from sealbench.solver import OUTCOMES
 from sealbench.stats import (
     bootstrap_interval,
@@ -36,8 +36,12 @@ class NotPublishable(Exception):
 
 def task_scores(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
     """Per dataset task: mean score over its scored epochs, and its stratum and cluster."""
+    return _scores(ledger.attempts(run_id, "dataset"))
+
+
+def _scores(rows: list[AttemptRow]) -> dict[str, dict[str, Any]]:
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in ledger.attempts(run_id, "dataset"):
+    for row in rows:
         grouped[row.task_id].append(row.record)
     scores: dict[str, dict[str, Any]] = {}
     for task_id in sorted(grouped):
@@ -56,17 +60,19 @@ def task_scores(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
     return scores
 
 
-def outcome_counts(ledger: Ledger, run_id: str, phase: str) -> dict[str, int]:
+def _outcome_counts(rows: list[AttemptRow]) -> dict[str, int]:
     counts = dict.fromkeys((*OUTCOMES, "infrastructure_error"), 0)
-    for row in ledger.attempts(run_id, phase):
+    for row in rows:
         counts[row.record["outcome"]] = counts.get(row.record["outcome"], 0) + 1
     return counts
 
 
 def gate_section(ledger: Ledger, run: RunRow) -> dict[str, Any]:
-    rules: dict[str, str] = run.options["rules"]
-    records = {row.task_id: row.record for row in ledger.attempts(run.run_id, "null_pack")}
-    gate = evaluate(rules, records)
+    return _gate(run, ledger.attempts(run.run_id, "null_pack"))
+
+
+def _gate(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
+    gate = evaluate(run.options["rules"], {row.task_id: row.record for row in rows})
     return {"passed": gate.passed, "controls": [c.as_dict() for c in gate.controls]}
 
 
@@ -74,12 +80,14 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """The published report of a run, from the ledger alone; NotPublishable when none may be."""
     run = ledger.run(run_id)
     _require_complete(ledger, run)
-    null_pack = gate_section(ledger, run)
+    rows = ledger.attempts(run_id)  # read once; every figure below comes from these rows
+    dataset = [r for r in rows if r.phase == "dataset"]
+    null_pack = _gate(run, [r for r in rows if r.phase == "null_pack"])
     if not null_pack["passed"]:
         raise NotPublishable("the null pack did not pass: " + "; ".join(
             c["reason"] for c in null_pack["controls"] if c["reason"]))
     options = run.options
-    scores = task_scores(ledger, run_id)
+    scores = _scores(dataset)
     n = len(scores)
     if n < options["min_n"]:
         raise NotPublishable(f"only {n} dataset tasks were scored; publish.min_n is "
@@ -90,8 +98,8 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     seed = derive_seed(run.identity, run.run_id)
     head = headline(values, seed=seed, method=options["ci_method"], strata=strata,
                     clusters=clusters)
-    counts = outcome_counts(ledger, run_id, "dataset")
-    attempts, head_digest = ledger.chain_head(run_id)
+    counts = _outcome_counts(dataset)
+    head_digest = rows[-1].digest if rows else GENESIS
     return {
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
@@ -124,10 +132,10 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "infrastructure_errors": counts.get("infrastructure_error", 0),
         "null_pack": null_pack,
         "publish": {"min_n": options["min_n"], "require_ci": options["require_ci"]},
-        "timings": _timings(ledger, run),
+        "timings": _timings(run, rows),
         "records": {"ledger": str(ledger.path.resolve()),
                     "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id,
-                    "attempts": attempts, "chain_head": head_digest},
+                    "attempts": len(rows), "chain_head": head_digest},
         "sealbench_version": __version__,
     }
 
@@ -204,8 +212,8 @@ def _labels(scores: dict[str, dict[str, Any]], key: str) -> list[str] | None:
         else None
 
 
-def _timings(ledger: Ledger, run: RunRow) -> dict[str, Any]:
-    durations = [r.record.get("duration", 0.0) for r in ledger.attempts(run.run_id)]
+def _timings(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
+    durations = [r.record.get("duration", 0.0) for r in rows]
     return {"started_at": run.started_at, "finished_at": run.finished_at,
             "attempt_seconds_total": round(sum(durations), 3), "attempts": len(durations)}
 

@@ -107,9 +107,8 @@ def hash_file(path: Path) -> tuple[str, int, str]:
     return digest.hexdigest(), info.st_size, mode
 
 
-def manifest(protocol: Protocol) -> list[LockedFile]:
-    """Every file that can change a score, each once, sorted by path."""
-    root = protocol.root
+def manifest_paths(protocol: Protocol) -> dict[Path, Role]:
+    """Every file that can change a score, each once, with its role (nothing read yet)."""
     spec = protocol.spec
     wanted: dict[Path, Role] = {}
 
@@ -124,10 +123,15 @@ def manifest(protocol: Protocol) -> list[LockedFile]:
         if task.repo is not None:
             for path in fixture_files(task.repo):
                 want(path, "fixture")
+    return wanted
+
+
+def manifest(protocol: Protocol) -> list[LockedFile]:
+    """Every file that can change a score, hashed, sorted by path."""
     files = []
-    for path, role in wanted.items():
-        digest, size, mode = hash_file(root / path if not path.is_absolute() else path)
-        files.append(LockedFile(path=path.relative_to(root).as_posix(), role=role,
+    for path, role in manifest_paths(protocol).items():
+        digest, size, mode = hash_file(path)
+        files.append(LockedFile(path=path.relative_to(protocol.root).as_posix(), role=role,
                                 sha256=digest, size=size, mode=mode))
     return sorted(files, key=lambda f: f.path)
 
@@ -313,7 +317,11 @@ def verify(directory: Path | str, *, ledger: Ledger | None = None) -> Sealed:
         lines: list[str] = [*problems, *(str(p) for p in exc.problems)]
         raise Refused(f"{root}: verification failed; the sealed protocol no longer loads",
                       lines) from None
-    problems += _manifest_differences(lock.files, manifest(protocol), only_new=True)
+    sealed_paths = {f.path for f in lock.files}
+    problems += [f"{rel}: not sealed (a new file that could change a score)"
+                 for rel in sorted(p.relative_to(root).as_posix()
+                                   for p in manifest_paths(protocol))
+                 if rel not in sealed_paths]  # the sealed ones were re-hashed just above
     if not problems and derive_identity(protocol.spec, lock.files) != lock.identity:
         problems.append(f"{LOCK_FILE}: identity does not match the sealed protocol (altered)")
     problems += _source_edits(root, protocol.spec)
@@ -338,19 +346,14 @@ def _rehash(root: Path, sealed: list[LockedFile]) -> list[LockedFile]:
     return now
 
 
-def _manifest_differences(sealed: list[LockedFile], now: list[LockedFile],
-                          only_new: bool = False) -> list[str]:
-    before = {f.path: f for f in sealed}
+def _manifest_differences(sealed: list[LockedFile], now: list[LockedFile]) -> list[str]:
+    """How each sealed file differs now (new files are found from the protocol, in verify)."""
     after = {f.path: f for f in now}
     problems = []
-    for path in sorted(before.keys() | after.keys()):
-        was, new = before.get(path), after.get(path)
-        if only_new and was is not None:
-            continue
+    for was in sorted(sealed, key=lambda f: f.path):
+        path, new = was.path, after.get(was.path)
         if new is None:
             problems.append(f"{path}: missing (it was sealed)")
-        elif was is None:
-            problems.append(f"{path}: not sealed (a new file that could change a score)")
         elif was.sha256 != new.sha256:
             problems.append(f"{path}: content changed since sealing (sha256 {new.sha256[:12]}, "
                             f"sealed {was.sha256[:12]})")

@@ -31,7 +31,6 @@ from sealbench.gitrepo import FileEntry, repository_files, tree_objects
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_LINK = 0o120000
-MODE_TREE = 0o40000
 GIT_DIR = ".git"
 # Fixed identity and dates: the workspace's commit is the same bytes on every machine.
 GIT_ENV_FIXED = {
