@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import functools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -219,28 +220,45 @@ class ProcessCage:
             self.path.rmdir()
 
 
-@functools.cache
+_parent: Path | None = None
+_parent_lock = threading.Lock()
+
+
 def cgroup_parent() -> Path | None:
     """A writable pids cgroup directory for sealbench's attempts, or None where there is none
-    (not root, cgroups read-only, no pids controller)."""
+    (not root, cgroups read-only, no pids controller). Only success is remembered: a passing
+    failure must not leave a whole process without a process limit."""
+    global _parent
+    with _parent_lock:
+        if _parent is None:
+            _parent = _make_cgroup_parent()
+        return _parent
+
+
+def _make_cgroup_parent() -> Path | None:
+    # pids wrap (pid_max is often 32768): a random part keeps a new process's cgroup apart
+    # from a dead namesake that another process may be sweeping at this very moment
+    name = f"sealbench-{os.getpid()}-{secrets.token_hex(4)}"
     for base in CGROUP_BASES:
-        parent = base / f"sealbench-{os.getpid()}"
+        if base.name != "pids" and not (base / "cgroup.controllers").exists():
+            continue  # neither a v1 pids hierarchy nor a cgroup2 root (e.g. a tmpfs)
         _sweep_stale(base)
+        parent = base / name
         try:
-            parent.mkdir(exist_ok=True)
-            if base == Path("/sys/fs/cgroup"):  # cgroup v2: delegate pids to our children
+            parent.mkdir()
+            if base.name != "pids":  # cgroup v2: delegate pids to our children
                 (parent / "cgroup.subtree_control").write_text("+pids")
             probe = parent / "probe"
-            probe.mkdir(exist_ok=True)
+            probe.mkdir()
             usable = (probe / "pids.max").exists()
             probe.rmdir()
         except OSError:
+            _remove_quietly(parent)
             continue
         if usable:
             atexit.register(_remove_quietly, parent)
             return parent
-        with contextlib.suppress(OSError):
-            parent.rmdir()
+        _remove_quietly(parent)
     return None
 
 
@@ -258,7 +276,7 @@ def _sweep_stale(base: Path) -> None:
     """Remove cgroups left by sealbench processes that died without cleaning up (SIGKILL)."""
     with contextlib.suppress(OSError):
         for stale in base.glob("sealbench-*"):
-            pid = stale.name.removeprefix("sealbench-")
+            pid = stale.name.split("-")[1]
             if not pid.isdigit() or Path(f"/proc/{pid}").exists():
                 continue
             for child in stale.iterdir():
