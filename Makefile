@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean bench
+.PHONY: demo test test-fast lint clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/pytest -q
+
+# Unit tests only (no whole-protocol runs, no sandbox): the inner loop, well under a minute.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow and not sandbox"
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done

@@ -18,9 +18,7 @@ from sealbench.ledger import Ledger
 from sealbench.report import build_report
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
-from sealbench.stats import derive_seed, paired_comparison
-
-RESAMPLES = 2000
+from sealbench.stats import newcombe_paired, paired_comparison
 
 
 def skipping(*task_ids: str) -> str:
@@ -38,10 +36,12 @@ class Bench:
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
-    """One ledger: six runs of toy.v1 (n = 8, min_n = 6) and one of another exam."""
+    """One ledger: six runs of toy.v1 (n = 8 independent tasks, min_n = 6) and one of another
+    exam. Clustered comparisons are tested on the bundled example (tests/test_cli.py)."""
     root = tmp_path_factory.mktemp("compare")
-    proto = make_protocol(root / "proto", n=8, min_n=6)
-    other = make_protocol(root / "other", n=8, min_n=6, protocol_id="toy.other.v1")
+    proto = make_protocol(root / "proto", n=8, min_n=6, clusters=None)
+    other = make_protocol(root / "other", n=8, min_n=6, protocol_id="toy.other.v1",
+                          clusters=None)
     ledger = Ledger(root / "ledger" / "ledger.sqlite")
     seal(proto, ledger=ledger)
     seal(other, ledger=ledger)
@@ -100,7 +100,7 @@ def with_infrastructure_errors(ledger: Ledger, source: str, broken: set[str]) ->
 
 def test_two_solvers_on_one_exam(bench: Bench) -> None:
     a_id, b_id = bench.runs["skip14"], bench.runs["skip2"]
-    cmp = compare_runs(bench.ledger, a_id, b_id, resamples=RESAMPLES)
+    cmp = compare_runs(bench.ledger, a_id, b_id)
     a, b = bench.ledger.run(a_id), bench.ledger.run(b_id)
     assert a.report is not None and b.report is not None
     assert cmp["format"] == COMPARE_FORMAT
@@ -114,9 +114,8 @@ def test_two_solvers_on_one_exam(bench: Bench) -> None:
     paired = cmp["paired"]
     assert paired["n"] == 8
     assert paired["diff"] == b.report["mean"] - a.report["mean"]  # exactly
-    assert paired["method"] == "cluster-bootstrap"  # every toy task carries a cluster
-    assert paired["seed"] == derive_seed(a.identity, a_id, b_id)
-    assert paired["resamples"] == RESAMPLES
+    assert paired["method"] == "newcombe" and paired["test"] == "exact McNemar"
+    assert paired["ci95"] == list(newcombe_paired(5, 2, 1, 0))  # both, B only, A only, neither
     low, high = paired["ci95"]
     assert low <= paired["diff"] <= high
 
@@ -130,19 +129,20 @@ def test_two_solvers_on_one_exam(bench: Bench) -> None:
     both_pass = sum(out_a[t] and out_b[t] for t in out_a)
     both_fail = sum(not out_a[t] and not out_b[t] for t in out_a)
     assert paired["table"] == [[both_pass, 1], [2, both_fail]] == [[5, 1], [2, 0]]
-    assert paired["mcnemar_p"] == 1.0  # 1 vs 2 discordant: binomtest(1, 3) is 1
+    assert paired["p"] == 1.0  # 1 vs 2 discordant: binomtest(1, 3) is 1
+    assert paired["mdd"]["test"] == "exact McNemar" and paired["mdd"]["value"] is None
     assert cmp["unpaired"] == []
-    assert cmp["verdict"].endswith("no detectable difference on this exam")
+    assert cmp["verdict"].startswith("inconclusive — the data do not tell A and B apart")
     assert "B - A = +0.125" in cmp["verdict"]
 
     # the same ledger gives the same comparison, bit for bit, from a fresh connection too
-    again = compare_runs(Ledger(bench.path, create=False), a_id, b_id, resamples=RESAMPLES)
+    again = compare_runs(Ledger(bench.path, create=False), a_id, b_id)
     assert again == cmp
     assert to_json(again) == to_json(cmp) == json.dumps(cmp, indent=2, sort_keys=True) + "\n"
     assert json.loads(to_json(cmp)) == cmp
 
     # swapped roles: the difference flips, the disagreements swap
-    swapped = compare_runs(bench.ledger, b_id, a_id, resamples=RESAMPLES)
+    swapped = compare_runs(bench.ledger, b_id, a_id)
     assert swapped["paired"]["diff"] == -paired["diff"]
     assert swapped["disagreements"] == {"a_only": b_only, "b_only": a_only}
 
@@ -155,38 +155,38 @@ def test_two_solvers_on_one_exam(bench: Bench) -> None:
         assert signed(low) in rendered and signed(high) in rendered
         assert cmp["verdict"] in rendered
     assert f"[{signed(low)}, {signed(high)}]" in text
-    assert re.search(r"^B - A\s+\+0\.125\s+\[.*\]\s+8\s+cluster-bootstrap", text, re.M), text
+    assert re.search(r"^B - A\s+\+0\.125\s+\[.*\]\s+8\s+newcombe$", text, re.M), text
     assert re.search(r"^A\s+0\.750\s+\[\d\.\d{3}, \d\.\d{3}\]\s+8\s", text, re.M), text
     assert re.search(r"A pass\s+5\s+1$", text, re.M) and re.search(r"A fail\s+2\s+0$", text,
                                                                     re.M), text
-    assert f"{signed(low)} to {signed(high)} (cluster-bootstrap) | 8 |" in md
+    assert f"{signed(low)} to {signed(high)} (newcombe) | 8 |" in md
+    assert "exact McNemar: p = 1.00" in text and "| test | exact McNemar: p = 1.00 |" in md
     assert "| A pass | 5 | 1 |" in md
 
 
 def test_a_clear_difference_is_called_and_an_equal_pair_is_not(bench: Bench) -> None:
-    cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["skip7"],
-                       resamples=RESAMPLES)
+    cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["skip7"])
     paired = cmp["paired"]
     assert paired["diff"] == 1 / 8 - 1.0
     assert paired["ci95"][1] < 0.0 < paired["ci95"][1] - paired["ci95"][0]
-    assert paired["mcnemar_p"] == pytest.approx(2 * 0.5**7)
+    assert paired["p"] == pytest.approx(2 * 0.5**7)
     assert paired["table"] == [[1, 7], [0, 0]]
     assert cmp["disagreements"]["a_only"] == [f"toy-00{i}" for i in range(7)]
-    assert cmp["verdict"].endswith(": A is better on this exam")
+    assert cmp["verdict"].startswith("A is better on this exam — ")
     assert "exact McNemar p = 0.016" in cmp["verdict"]
 
 
 def test_same_solver_twice(bench: Bench) -> None:
-    cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["good2"],
-                       resamples=RESAMPLES)
+    cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["good2"])
     paired = cmp["paired"]
     assert paired["diff"] == 0.0
     assert paired["ci95"][0] <= 0.0 <= paired["ci95"][1]
-    assert paired["mcnemar_p"] == 1.0
+    assert paired["p"] == 1.0
     assert paired["table"] == [[8, 0], [0, 0]]
     assert paired["correlation"] is None  # both runs pass everything: r is undefined
     assert cmp["disagreements"] == {"a_only": [], "b_only": []}
-    assert cmp["verdict"].endswith("no detectable difference on this exam")
+    assert cmp["verdict"].startswith("inconclusive — the data do not tell A and B apart")
+    assert "does not show they are equal" in cmp["verdict"]
     text = to_text(cmp)
     assert "undefined" in text and "(none)" in text
     assert "none" in to_markdown(cmp)
@@ -213,17 +213,15 @@ def test_a_run_whose_gate_failed_is_refused(bench: Bench) -> None:
         assert not re.search(r"\d+\.\d+|%", str(caught.value).replace(dead, ""))
 
 
-def test_unknown_run_and_bad_resamples_are_bad_input(bench: Bench) -> None:
+def test_unknown_run_is_bad_input(bench: Bench) -> None:
     with pytest.raises(BadInput, match="no run 'nope'"):
         compare_runs(bench.ledger, bench.runs["good1"], "nope")
-    with pytest.raises(BadInput, match="resamples"):
-        compare_runs(bench.ledger, bench.runs["good1"], bench.runs["good2"], resamples=0)
 
 
 def test_tasks_lost_to_infrastructure_errors_are_left_out_and_listed(bench: Bench) -> None:
     ledger = bench.ledger
     lost = with_infrastructure_errors(ledger, bench.runs["skip2"], {"toy-004"})
-    cmp = compare_runs(ledger, bench.runs["skip14"], lost, resamples=RESAMPLES)
+    cmp = compare_runs(ledger, bench.runs["skip14"], lost)
     assert cmp["unpaired"] == ["toy-004"]
     assert cmp["paired"]["n"] == 7 and cmp["runs"]["b"]["n"] == 7
     # A failed toy-004, but B never got a score for it: the pair is left out of both means
@@ -254,28 +252,43 @@ def test_tampered_records_are_refused(bench: Bench, tmp_path: Path) -> None:
     assert any("edited" in line for line in caught.value.lines())
 
 
-def test_verdict_flags_an_interval_and_a_test_that_disagree() -> None:
+def test_verdict_leads_with_what_the_data_say() -> None:
     """The literature example: 27 both pass, 3 A only, 11 B only, 9 both fail (n = 50)."""
     a = [1.0] * 27 + [1.0] * 3 + [0.0] * 11 + [0.0] * 9
     b = [1.0] * 27 + [0.0] * 3 + [1.0] * 11 + [0.0] * 9
-    result = paired_comparison(a, b, seed=derive_seed("literature"), resamples=RESAMPLES)
-    assert result.ci95[0] > 0.0 and result.mcnemar_p is not None and result.mcnemar_p > 0.05
+    result = paired_comparison(a, b)
+    assert result.p_value == pytest.approx(0.05737, abs=5e-5)
     paired = {"n": result.n, "diff": result.diff, "ci95": list(result.ci95),
-              "method": result.method, "mcnemar_p": result.mcnemar_p}
+              "method": result.method, "test": result.test, "p": result.p_value,
+              "mdd": {"value": 0.2}}
+    # Here Newcombe's interval excludes 0 but the exact test does not reject: no claim
+    assert result.ci95[0] > 0.0
     sentence = verdict(paired)
-    assert sentence.startswith("B - A = +0.160 (95% CI +0.")
-    assert "n = 50; exact McNemar p = 0.057)" in sentence
-    assert "no detectable difference" in sentence and "does not reject" in sentence
-    assert "better" not in sentence
-    # the test rejects but the (e.g. cluster) interval includes 0: also no claim
-    sentence = verdict({**paired, "ci95": [-0.02, 0.3], "mcnemar_p": 0.01})
-    assert "better" not in sentence and "interval includes 0" in sentence
-    # both agree: the claim is made
-    assert verdict({**paired, "mcnemar_p": 0.01}).endswith(": B is better on this exam")
-    # fractional scores have no McNemar test; the interval alone decides
-    assert verdict({**paired, "mcnemar_p": None}).endswith(": B is better on this exam")
+    assert sentence.startswith("inconclusive — the tests disagree: the 95% interval of B − A "
+                               "excludes 0 but the exact McNemar test does not reject at 0.05 "
+                               "(p = 0.057)")
+    assert "B - A = +0.160 (95% CI +0.013 to" in sentence and "better" not in sentence
+    # neither says anything: inconclusive, with how large a difference could hide
+    sentence = verdict({**paired, "ci95": [-0.02, 0.3], "p": 0.3})
+    assert sentence.startswith("inconclusive — the data do not tell A and B apart")
+    assert "below about 0.200" in sentence
+    # the test rejects but the interval includes 0: said plainly, first, and no claim
+    sentence = verdict({**paired, "ci95": [-0.02, 0.3], "p": 0.002})
+    assert sentence.startswith("inconclusive — the tests disagree: the exact McNemar test "
+                               "rejects at 0.05 (p = 0.002) but the 95% interval of B − A "
+                               "includes 0")
+    assert "better" not in sentence and "do not tell" not in sentence
+    # the interval excludes 0 but the test does not reject: also said plainly
+    sentence = verdict({**paired, "ci95": [0.01, 0.3], "p": 0.2})
+    assert sentence.startswith("inconclusive — the tests disagree: the 95% interval of B − A "
+                               "excludes 0")
+    # both agree: the claim is made, first
+    assert verdict({**paired, "ci95": [0.01, 0.3], "p": 0.01}).startswith(
+        "B is better on this exam — ")
+    assert verdict({**paired, "diff": -0.16, "ci95": [-0.3, -0.01], "p": 0.01}).startswith(
+        "A is better on this exam — ")
     # a zero-width interval around a non-zero difference measures nothing
-    sentence = verdict({**paired, "ci95": [0.16, 0.16], "mcnemar_p": 0.001})
+    sentence = verdict({**paired, "ci95": [0.16, 0.16], "p": 0.001})
     assert "better" not in sentence and "zero width" in sentence
     # a p-value is never rounded across 0.05
-    assert "p = 0.04999" in verdict({**paired, "mcnemar_p": 0.049991})
+    assert "p = 0.04999" in verdict({**paired, "p": 0.049991})

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toy import SOLVER, write_solver
 
 from sealbench.ledger import Ledger
@@ -27,6 +29,7 @@ def normalized(report: dict[str, Any]) -> dict[str, Any]:
         report["records"][key] = VOLATILE
     report["solver"]["command"] = VOLATILE
     report["sealbench_version"] = VOLATILE
+    report["versions"] = {key: VOLATILE for key in report["versions"]}
     return report
 
 
@@ -127,3 +130,108 @@ def test_html_report_escapes_and_carries_the_headline(tmp_path: Path) -> None:
     assert headline_text(report) in text and report["identity"] in text
     written = Path(report["records"]["ledger"]).parent / "reports" / "golden-run.html"
     assert written.exists()
+
+
+# ---------------------------------------------------------------------------------- intervals
+
+PASS_BELOW_21 = SOLVER.replace(  # repairs the controls and the tasks numbered below 21
+    "if m:", "if m and (not os.path.exists('app.txt') or "
+    "int(re.search(r'colour (\\d+)', open('app.txt').read()).group(1)) < 21):")
+
+
+def _easy_hard_protocol(root: Path, *, fixed: bool) -> Path:
+    """50 tasks, 20 'easy' then 30 'hard', no clusters; optionally publish.strata: fixed."""
+    from toy import make_protocol
+
+    proto = make_protocol(root, n=50, min_n=40, clusters=None,
+                          protocol_id="toy.strata.fixed" if fixed else "toy.strata")
+    rows = [json.loads(line) for line in (proto / "tasks" / "dataset.jsonl").read_text()
+            .splitlines()]
+    for i, row in enumerate(rows):
+        row["stratum"] = "easy" if i < 20 else "hard"
+    (proto / "tasks" / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if fixed:
+        text = (proto / "protocol.yaml").read_text()
+        (proto / "protocol.yaml").write_text(
+            text.replace("  require_ci: true", "  require_ci: true\n  strata: fixed"))
+    return proto
+
+
+@pytest.mark.slow
+def test_easy_and_hard_strata_publish_no_narrower_than_wilson(tmp_path: Path) -> None:
+    """20 easy tasks all pass, 30 hard ones 1 passes, two strata, no ci_method: the published
+    interval is Wilson's for 21/50 (labels never narrow it); declared fixed, it is stratified
+    and says it is conditional on the stratum sizes."""
+    from sealbench.report import headline_text
+    from sealbench.stats import wilson
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    command = write_solver(tmp_path / "agent", PASS_BELOW_21)
+    proto = _easy_hard_protocol(tmp_path / "proto", fixed=False)
+    seal(proto, ledger=ledger)
+    report = run(proto, command, ledger=ledger, options=RunOptions(jobs=2)).report
+    assert report["n"] == 50 and report["mean"] == 21 / 50
+    low, high = report["ci95"]
+    w_low, w_high = wilson(21, 50)
+    assert low <= w_low and high >= w_high
+    assert report["ci_method"] == "wilson" and not report["interval"]["stratified"]
+    assert report["strata"]["easy"]["n"] == 20 and report["strata"]["hard"]["mean"] == 1 / 30
+
+    fixed = _easy_hard_protocol(tmp_path / "fixed", fixed=True)
+    seal(fixed, ledger=ledger)
+    conditional = run(fixed, command, ledger=ledger, options=RunOptions(jobs=2)).report
+    assert conditional["interval"]["conditional_on_strata"]
+    assert conditional["ci_method"] == "stratified-wilson"
+    assert "conditional on the stratum sizes" in headline_text(conditional)
+
+
+def test_fixed_strata_with_a_one_task_stratum_are_refused_at_seal(tmp_path: Path) -> None:
+    from toy import make_protocol
+
+    from sealbench.errors import BadInput
+
+    proto = make_protocol(tmp_path / "proto", n=5, min_n=4, clusters=None)
+    rows = [json.loads(line) for line in (proto / "tasks" / "dataset.jsonl").read_text()
+            .splitlines()]
+    rows[4]["stratum"] = "lonely"
+    del rows[3]["stratum"]
+    (proto / "tasks" / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(
+        text.replace("  require_ci: true", "  require_ci: true\n  strata: fixed"))
+    with pytest.raises(BadInput) as caught:
+        seal(proto, ledger=Ledger(tmp_path / "l.sqlite"))
+    lines = caught.value.lines()
+    assert any("protocol.yaml:" in line and "publish.strata" in line and "'lonely'" in line
+               for line in lines), lines
+    assert any("dataset.jsonl:4" in line and "stratum" in line for line in lines), lines
+
+
+@settings(max_examples=50, deadline=None)
+@given(outcomes=st.lists(st.booleans(), min_size=2, max_size=120),
+       data=st.data(), seed=st.integers(0, 2**63))
+def test_published_headline_is_never_narrowed_by_strata(
+        outcomes: list[bool], data: st.DataObject, seed: int) -> None:
+    """The report's own headline function: a distinct stratum per task, or any strata, without
+    publish.strata: fixed, gives exactly the interval of the unlabelled tasks; and no labels at
+    all gives Wilson."""
+    from sealbench.report import published_headline
+    from sealbench.stats import wilson
+
+    n = len(outcomes)
+    clusters = data.draw(st.one_of(st.none(), st.lists(st.sampled_from("abcd"), min_size=n,
+                                                       max_size=n)))
+    some = data.draw(st.lists(st.sampled_from("xyz"), min_size=n, max_size=n))
+
+    def scores(strata: list[str] | None) -> dict[str, dict[str, object]]:
+        return {f"t{i}": {"score": float(o), "stratum": strata[i] if strata else None,
+                          "cluster": clusters[i] if clusters else None}
+                for i, o in enumerate(outcomes)}
+
+    plain = published_headline(scores(None), seed=seed, ci_method="auto", strata_fixed=False)
+    for strata in ([f"s{i}" for i in range(n)], some):
+        labelled = published_headline(scores(strata), seed=seed, ci_method="auto",
+                                      strata_fixed=False)
+        assert labelled.ci95 == plain.ci95
+    w_low, w_high = wilson(sum(outcomes), n)
+    assert plain.ci95[0] <= w_low + 1e-12 and plain.ci95[1] >= w_high - 1e-12

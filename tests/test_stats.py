@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import statsmodels.api as sm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
@@ -28,15 +29,23 @@ from sealbench.stats import (
     bootstrap_interval,
     bootstrap_means,
     clopper_pearson,
+    cluster_labels,
+    cluster_t_interval,
+    cluster_wilson_interval,
     clustered_stderr,
+    cr1_stderr,
     derive_seed,
     headline,
     mcnemar_exact,
-    min_detectable_difference,
+    mcnemar_power,
+    mdd_cluster_t,
+    mdd_mcnemar,
+    newcombe_paired,
     paired_comparison,
     pass_at_k,
     pass_hat_k,
     stderr,
+    stratified_interval,
     wilson,
 )
 
@@ -160,47 +169,84 @@ def _table_to_pairs(both: int, a_only: int, b_only: int, neither: int) -> tuple[
     return a, b
 
 
-def test_paired_comparison_table_and_mcnemar() -> None:
+def test_paired_comparison_table_newcombe_and_mcnemar() -> None:
     a, b = _table_to_pairs(27, 3, 11, 9)
-    cmp = paired_comparison(a, b, seed=7, resamples=2000)
+    cmp = paired_comparison(a, b)
     assert isinstance(cmp, PairedComparison)
     assert cmp.n == 50
     assert cmp.table == ((27, 3), (11, 9))
     assert (cmp.discordant_a_only, cmp.discordant_b_only) == (3, 11)
-    assert cmp.mcnemar_p == pytest.approx(0.05737, abs=TOL)
+    assert cmp.test == "exact McNemar" and cmp.method == "newcombe"
+    assert cmp.p_value == pytest.approx(0.05737, abs=TOL)
     assert cmp.diff == pytest.approx((38 - 30) / 50)
     assert cmp.mean_a == pytest.approx(30 / 50) and cmp.mean_b == pytest.approx(38 / 50)
-    assert cmp.ci95[0] <= cmp.diff <= cmp.ci95[1]
-    assert cmp.method == "paired-bootstrap"
+    # B first: both 27, B only 11, A only 3, neither 9
+    assert cmp.ci95 == pytest.approx(newcombe_paired(27, 11, 3, 9))
     assert cmp.correlation == pytest.approx(float(np.corrcoef(a, b)[0, 1]))
     assert type(cmp.diff) is float and type(cmp.ci95[0]) is float
+
+
+# Newcombe (1998) method 10, reference values: the Cavo et al. (2012) table used in Fagerland,
+# Lydersen & Laake, "Statistical Analysis of Contingency Tables" (2017), ch. 8: -0.0621
+# (95% CI -0.1186 to -0.0046).
+def test_newcombe_paired_reference_value() -> None:
+    low, high = newcombe_paired(59, 6, 16, 80)
+    assert pytest.approx(-0.0621, abs=TOL) == (6 - 16) / 161
+    assert low == pytest.approx(-0.1186, abs=TOL)
+    assert high == pytest.approx(-0.0046, abs=TOL)
+    # Symmetry: swapping the two agents mirrors the interval.
+    assert newcombe_paired(59, 16, 6, 80) == pytest.approx((-high, -low))
+    # No discordance: the interval still has width (it is not a zero-width claim).
+    low0, high0 = newcombe_paired(20, 0, 0, 20)
+    assert low0 < 0.0 < high0
 
 
 def test_paired_comparison_fractional_and_constant() -> None:
     a = [0.25, 0.5, 0.75, 1.0]
     b = [0.5, 0.5, 1.0, 1.0]
-    cmp = paired_comparison(a, b, seed=1, resamples=500)
-    assert cmp.mcnemar_p is None
-    assert cmp.table == ((0, 0), (0, 0))
+    cmp = paired_comparison(a, b)
+    assert cmp.table is None and cmp.method == "paired-t" and cmp.df == 3
     assert (cmp.discordant_a_only, cmp.discordant_b_only) == (0, 2)
-    same = paired_comparison([1.0] * 5, [1.0] * 5, seed=1, resamples=500)
+    d = np.asarray(b) - np.asarray(a)
+    t = float(np.mean(d) / (np.std(d, ddof=1) / 2))
+    assert cmp.p_value == pytest.approx(float(sps.ttest_1samp(d, 0.0).pvalue))
+    assert cmp.p_value == pytest.approx(2 * float(sps.t.sf(t, 3)))
+    same = paired_comparison([1.0] * 5, [1.0] * 5)
     assert same.correlation is None
-    assert same.mcnemar_p == 1.0
-    assert same.ci95 == (0.0, 0.0)
+    assert same.p_value == 1.0
     with pytest.raises(ValueError):
-        paired_comparison([1.0, 0.0], [1.0], seed=1)
+        paired_comparison([1.0, 0.0], [1.0])
 
 
-def test_min_detectable_difference_formula() -> None:
-    z = float(sps.norm.ppf(0.975) + sps.norm.ppf(0.8))
-    assert min_detectable_difference(0.25, 100) == pytest.approx(0.140079, abs=TOL)
-    assert min_detectable_difference(0.25, 100) == pytest.approx(z * math.sqrt(0.25 / 100))
-    z2 = float(sps.norm.ppf(0.995) + sps.norm.ppf(0.9))
-    assert min_detectable_difference(0.1, 40, power=0.9, alpha=0.01) == pytest.approx(
-        z2 * math.sqrt(0.1 / 40)
-    )
+def test_mdd_mcnemar_power_is_what_it_claims() -> None:
+    """The MDD is the smallest difference at which the exact test has 80% power (exactly),
+    and the exact power agrees with a simulation of the test itself."""
+    mdd = mdd_mcnemar(54, 0.444)
+    assert mdd is not None and 0.2 < mdd < 0.3
+    assert mcnemar_power(54, 0.444, mdd) == pytest.approx(0.8, abs=1e-6)
+    assert mcnemar_power(54, 0.444, mdd - 0.02) < 0.8
+    rng = np.random.default_rng(5)
+    psi, delta = 0.444, 0.2
+    cells = rng.multinomial(54, [(psi + delta) / 2, (psi - delta) / 2, 1 - psi], size=4000)
+    simulated = np.mean([mcnemar_exact(int(c[1]), int(c[0])) < 0.05 for c in cells])
+    assert simulated == pytest.approx(mcnemar_power(54, psi, delta), abs=0.025)
+    assert mcnemar_power(54, 0.444, 0.0) < 0.05  # the test's own size, exact
+    assert mdd_mcnemar(5, 0.1) is None  # unreachable: too few tasks
+    assert mdd_mcnemar(54, 0.0) is None
+
+
+def test_mdd_cluster_t_formula() -> None:
+    q = float(sps.t.ppf(0.975, 9) + sps.t.ppf(0.8, 9))
+    assert mdd_cluster_t(0.25, 100, 10) == pytest.approx(q * math.sqrt(0.25 / 100))
+    base = mdd_cluster_t(0.25, 100, 10)
+    assert base is not None
+    assert mdd_cluster_t(0.25, 100, 10, design_effect=4.0) == pytest.approx(2 * base)
+    assert mdd_cluster_t(0.25, 4, 2) is None  # beyond any difference of two rates
+    assert mdd_cluster_t(0.25, 100, 10, design_effect=0.5) == mdd_cluster_t(0.25, 100, 10)
     with pytest.raises(ValueError):
-        min_detectable_difference(-0.1, 10)
+        mdd_cluster_t(-0.1, 10, 5)
+    with pytest.raises(ValueError):
+        mdd_cluster_t(0.1, 10, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,6 +277,69 @@ def test_clustered_stderr_matches_direct_formula() -> None:
     assert clustered_stderr(scores, singletons) == pytest.approx(
         float(np.std(scores) / math.sqrt(60)), rel=1e-12
     )
+
+
+def _statsmodels_cr1(scores: list[float], clusters: list[str]) -> float:
+    """CR1 standard error of a mean from statsmodels: OLS on a constant, cluster covariance."""
+    codes = np.unique(np.asarray(clusters), return_inverse=True)[1]
+    fit = sm.OLS(np.asarray(scores), np.ones((len(scores), 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": codes})
+    return float(fit.bse[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cr1_stderr_matches_statsmodels(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 120))
+    g = int(rng.integers(2, 15))
+    scores = (rng.random(n) < rng.random()).astype(float).tolist()
+    if len(set(scores)) == 1:
+        scores[0] = 1.0 - scores[0]
+    clusters = [f"r{rng.integers(0, g)}" for _ in range(n)]
+    if len(set(clusters)) < 2:
+        clusters[0] = "other"
+    assert cr1_stderr(scores, clusters) == pytest.approx(_statsmodels_cr1(scores, clusters),
+                                                         rel=1e-10)
+    groups = len(set(clusters))
+    assert cr1_stderr(scores, clusters) == pytest.approx(
+        clustered_stderr(scores, clusters) * math.sqrt(groups / (groups - 1)), rel=1e-12)
+
+
+def test_cluster_t_interval_form() -> None:
+    a, _, clusters = _clustered_case()
+    ct = cluster_t_interval(a, clusters)
+    se = max(stderr(a), _statsmodels_cr1(a, clusters))
+    q = float(sps.t.ppf(0.975, 9))
+    assert ct.df == 9 and ct.clusters == 10 and ct.quantile == pytest.approx(q)
+    assert ct.se == pytest.approx(se)
+    assert ct.interval == pytest.approx((max(0.0, np.mean(a) - q * se),
+                                         min(1.0, np.mean(a) + q * se)))
+    # Declaring clusters that are anti-correlated can never make the SE smaller than iid.
+    alternating = [1.0, 0.0] * 20
+    pairs = [f"p{i // 2}" for i in range(40)]
+    assert cr1_stderr(alternating, pairs) < stderr(alternating)
+    assert cluster_t_interval(alternating, pairs).se == stderr(alternating)
+
+
+def test_cluster_wilson_interval_is_wilson_with_the_design_effect() -> None:
+    a, _, clusters = _clustered_case()
+    cw = cluster_wilson_interval(a, clusters)
+    p = float(np.mean(a))
+    n_eff = p * (1 - p) / cw.se ** 2
+    q = cw.quantile
+    centre = (p + q * q / (2 * n_eff)) / (1 + q * q / n_eff)
+    half = q / (1 + q * q / n_eff) * math.sqrt(p * (1 - p) / n_eff + q * q / (4 * n_eff ** 2))
+    assert cw.effective_n == pytest.approx(n_eff)
+    assert cw.interval == pytest.approx((centre - half, centre + half))
+    assert cw.effective_n is not None and cw.effective_n < len(a)  # clustering costs tasks
+
+
+def test_cluster_labels() -> None:
+    assert cluster_labels([None, None, None]) is None
+    assert cluster_labels(["a", "b", None]) is None  # every cluster a singleton
+    labels = cluster_labels(["a", "a", None, None])
+    assert labels is not None and labels[:2] == ["a", "a"]
+    assert len(set(labels)) == 3  # unlabelled tasks are clusters of their own
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,11 +429,12 @@ def test_stratified_bootstrap_keeps_stratum_sizes() -> None:
     assert float(np.ptp(means)) == 0.0  # zero spread: every resample is the same
     # Unstratified, the same data does vary.
     assert float(np.var(bootstrap_means(scores, seed=1, resamples=2000))) > 0.0
-    # And headline refuses to publish the zero-width stratified interval.
-    h = headline(scores, seed=1, resamples=2000, strata=strata)
-    assert h.degenerate and h.method == "wilson"
-    assert h.ci95 == pytest.approx(wilson(20, 50))
+    # And headline refuses to publish the zero-width stratified bootstrap.
+    h = headline(scores, seed=1, method="bootstrap", resamples=2000, strata=strata,
+                 strata_fixed=True)
+    assert h.degenerate and h.method == "stratified-wilson"
     assert h.note is not None and "zero width" in h.note
+    assert h.ci95[1] - h.ci95[0] > 0.05
 
 
 def test_stratified_weights_by_stratum_size() -> None:
@@ -365,18 +475,23 @@ def _clustered_case() -> tuple[list[float], list[float], list[str]]:
     return a, b, clusters
 
 
-def test_cluster_bootstrap_widens_paired_ci_to_include_zero() -> None:
+def test_clustered_compare_uses_the_cluster_test_and_does_not_reject() -> None:
+    """Task-level, 15:5 discordant looks decisive; repository-level it is 3:1 of 10 repos."""
     a, b, clusters = _clustered_case()
-    for seed in (1, 2, 3):
-        plain = paired_comparison(a, b, seed=seed, resamples=4000)
-        clustered = paired_comparison(a, b, seed=seed, resamples=4000, clusters=clusters)
-        assert plain.method == "paired-bootstrap" and clustered.method == "cluster-bootstrap"
-        assert plain.diff == clustered.diff == pytest.approx(0.2)
-        assert plain.ci95[0] > 0.0, plain.ci95  # task-level: "significant"
-        assert clustered.ci95[0] < 0.0 < clustered.ci95[1], clustered.ci95  # repo-level: not
-        assert clustered.ci95[1] - clustered.ci95[0] > 1.5 * (plain.ci95[1] - plain.ci95[0])
+    plain = paired_comparison(a, b)
+    clustered = paired_comparison(a, b, clusters=clusters)
+    assert plain.method == "newcombe" and plain.test == "exact McNemar"
+    assert clustered.method == "cluster-t" and clustered.test.startswith("cluster-robust t")
+    assert clustered.df == 9 and clustered.clusters == 10
+    assert plain.diff == clustered.diff == pytest.approx(0.2)
+    assert plain.p_value < 0.05 and plain.ci95[0] > 0.0  # task-level: "significant"
+    assert clustered.p_value > 0.05  # repo-level: not
+    assert clustered.ci95[0] < 0.0 < clustered.ci95[1], clustered.ci95
+    assert clustered.ci95[1] - clustered.ci95[0] > 1.5 * (plain.ci95[1] - plain.ci95[0])
     d = np.asarray(b) - np.asarray(a)
-    assert clustered_stderr(d, clusters) > 1.5 * stderr(d)
+    assert clustered.se == pytest.approx(max(stderr(d), _statsmodels_cr1(list(d), clusters)))
+    assert clustered.p_value == pytest.approx(
+        2 * float(sps.t.sf(0.2 / clustered.se, 9)))
 
 
 def test_cluster_bootstrap_mean_over_drawn_tasks() -> None:
@@ -387,11 +502,13 @@ def test_cluster_bootstrap_mean_over_drawn_tasks() -> None:
     assert float(np.mean(means == 0.25)) == pytest.approx(0.5, abs=0.03)
 
 
-def test_single_cluster_is_degenerate_and_falls_back() -> None:
-    h = headline([1.0, 0.0, 1.0, 1.0], seed=1, resamples=500, clusters=["r"] * 4)
-    assert h.degenerate and h.method == "wilson" and h.method_requested == "bootstrap"
-    assert h.note is not None and "clustering" in h.note
-    assert h.clustered_stderr == 0.0
+def test_single_cluster_gives_wilson_with_a_note() -> None:
+    h = headline([1.0, 0.0, 1.0, 1.0], seed=1, clusters=["r"] * 4)
+    assert h.method == "wilson" and h.ci95 == wilson(3, 4)
+    assert h.note is not None and "one cluster" in h.note
+    boot = headline([1.0, 0.0, 1.0, 1.0], seed=1, method="bootstrap", resamples=500,
+                    clusters=["r"] * 4)
+    assert boot.degenerate and boot.method == "wilson" and boot.method_requested == "bootstrap"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,44 +519,48 @@ def test_single_cluster_is_degenerate_and_falls_back() -> None:
 @pytest.mark.parametrize(
     ("scores", "expected"), [([1.0] * 40, (0.912378, 1.0)), ([0.0] * 40, (0.0, 0.087622))]
 )
-def test_degenerate_headline_falls_back_to_wilson(
+def test_degenerate_bootstrap_falls_back_to_the_automatic_interval(
     scores: list[float], expected: tuple[float, float]
 ) -> None:
-    h = headline(scores, seed=derive_seed("all", "same"))
+    h = headline(scores, seed=derive_seed("all", "same"), method="bootstrap")
     assert isinstance(h, Headline)
     assert h.n == 40 and h.degenerate
     assert h.method == "wilson" and h.method_requested == "bootstrap"
     assert h.ci95[0] == pytest.approx(expected[0], abs=TOL)
     assert h.ci95[1] == pytest.approx(expected[1], abs=TOL)
     assert h.ci95[1] > h.ci95[0]
-    assert h.note is not None and "Wilson" in h.note
+    assert h.note is not None and "zero width" in h.note
     assert h.wilson95 == h.ci95
 
 
 def test_near_constant_scores_count_as_degenerate() -> None:
-    h = headline([0.5, 0.5000000000000001, 0.5], seed=1, resamples=500)
-    assert h.degenerate and h.method == "wilson"
+    h = headline([0.5, 0.5000000000000001, 0.5], seed=1, method="bootstrap", resamples=500)
+    assert h.degenerate and h.method == "cluster-wilson"
     assert h.wilson95 is None  # fractional scores
-    assert h.note is not None and "round(sum)" in h.note
-    assert h.ci95[0] <= h.mean <= h.ci95[1]
+    assert h.ci95[0] <= h.mean <= h.ci95[1] and h.ci95[1] - h.ci95[0] > 0.5
 
 
 def test_headline_fields_and_types() -> None:
     scores = [1.0] * 23 + [0.0] * 17
-    h = headline(scores, seed=9, resamples=2000)
-    assert h.method == "bootstrap" and not h.degenerate and h.note is None
+    h = headline(scores, seed=9)
+    assert h.method == "wilson" and h.method_requested == "auto" and not h.degenerate
+    assert h.ci95 == wilson(23, 40) and h.note is None and h.resamples == 0
+    assert h.quantile == pytest.approx(float(sps.norm.ppf(0.975)))
     assert h.mean == pytest.approx(23 / 40) and type(h.mean) is float
-    assert h.resamples == 2000 and h.seed == 9
     assert h.wilson95 == wilson(23, 40)
     assert h.stderr == pytest.approx(stderr(scores))
-    assert h.clustered_stderr is None
+    assert h.cr1_stderr is None and h.clusters is None
     assert all(type(v) is float for v in h.ci95)
-    w = headline(scores, seed=9, method="wilson")
-    assert w.ci95 == wilson(23, 40) and w.resamples == 0 and w.method == "wilson"
+    boot = headline(scores, seed=9, method="bootstrap", resamples=2000)
+    assert boot.method == "bootstrap" and boot.resamples == 2000 and boot.seed == 9
+    assert boot.draws is not None and "default_rng" in boot.draws
+    assert boot.note is not None and "under-covers below n = 100" in boot.note
+    big = headline([1.0] * 230 + [0.0] * 170, seed=9, method="bootstrap", resamples=500)
+    assert big.note is None
     cp = headline(scores, seed=9, method="clopper-pearson")
     assert cp.ci95 == clopper_pearson(23, 40) and cp.method == "clopper-pearson"
-    frac = headline([0.25, 0.5, 0.75, 1.0, 0.5], seed=9, resamples=500)
-    assert frac.wilson95 is None
+    frac = headline([0.25, 0.5, 0.75, 1.0, 0.5], seed=9)
+    assert frac.wilson95 is None and frac.method == "cluster-wilson" and frac.df == 4
 
 
 def test_headline_rejects_bad_input() -> None:
@@ -454,7 +575,39 @@ def test_headline_rejects_bad_input() -> None:
     with pytest.raises(ValueError):
         headline([0.5], seed=1, method="wald")
     with pytest.raises(ValueError):
-        headline([0.5, 1.0], seed=1, strata=["a"])
+        headline([0.5, 1.0], seed=1, strata=["a"], strata_fixed=True)
+
+
+def test_easy_and_hard_strata_publish_wilson_by_default() -> None:
+    """20 easy tasks all pass, 30 hard ones 1 passes: labels must not narrow the headline."""
+    scores = [1.0] * 20 + [1.0] + [0.0] * 29
+    strata = ["easy"] * 20 + ["hard"] * 30
+    h = headline(scores, seed=3, strata=strata)
+    assert h.ci95 == wilson(21, 50) and not h.stratified
+    assert "do not narrow the headline" in h.reason
+    fixed = headline(scores, seed=3, strata=strata, strata_fixed=True)
+    assert fixed.stratified and fixed.conditional_on_strata
+    assert fixed.method == "stratified-wilson"
+    assert fixed.ci95[1] - fixed.ci95[0] < h.ci95[1] - h.ci95[0]  # by design, and labelled
+
+
+def test_stratified_interval_uses_n_h_minus_one_variance() -> None:
+    rng = np.random.default_rng(2)
+    scores = rng.random(30).round(2)
+    strata = ["a"] * 10 + ["b"] * 20
+    st_ = stratified_interval(scores, strata)
+    v = sum((len(part) / 30) ** 2 * float(np.var(part, ddof=1)) / len(part)
+            for part in (scores[:10], scores[10:]))
+    assert st_.method == "stratified-t" and st_.df == 28
+    assert st_.se == pytest.approx(math.sqrt(v))
+    q = float(sps.t.ppf(0.975, 28))
+    assert st_.interval == pytest.approx((np.mean(scores) - q * math.sqrt(v),
+                                          np.mean(scores) + q * math.sqrt(v)))
+    lonely = stratified_interval([1.0, 0.0, 1.0], ["a", "a", "b"])
+    assert lonely.interval is None and lonely.why_not is not None
+    crossing = stratified_interval([1.0, 0.0, 1.0, 0.0], ["a", "a", "b", "b"],
+                                   clusters=["c", "d", "c", "d"])
+    assert crossing.interval is None and "cross" in (crossing.why_not or "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,14 +672,44 @@ def test_headline_with_design_contains_estimate(
         {"strata": strata},
         {"clusters": clusters},
         {"strata": strata, "clusters": clusters},
+        {"strata": strata, "strata_fixed": True},
+        {"strata": strata, "clusters": clusters, "strata_fixed": True},
     ]
-    for kwargs in designs:
-        _assert_published(headline(scores, seed=seed, resamples=2000, **kwargs))
+    for method in METHODS:
+        for kwargs in designs:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                if "strata_fixed" in kwargs and min(strata.count(x) for x in set(strata)) < 2:
+                    continue  # seal refuses one-task strata under publish.strata: fixed
+                _assert_published(headline(scores, seed=seed, method=method, resamples=2000,
+                                           **kwargs))
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), scores=any_scores, seed=seeds)
+def test_labels_never_narrow_the_published_interval(
+    data: st.DataObject, scores: list[float], seed: int
+) -> None:
+    """Adding a distinct stratum to each task, or any strata without publish.strata: fixed,
+    leaves the interval as it was; adding clusters can only widen it."""
+    n = len(scores)
+    plain = headline(scores, seed=seed)
+    distinct = [f"s{i}" for i in range(n)]
+    some = data.draw(st.lists(st.sampled_from("xyz"), min_size=n, max_size=n))
+    clusters = data.draw(st.lists(st.sampled_from("abcdef"), min_size=n, max_size=n))
+    for strata in (distinct, some):
+        assert headline(scores, seed=seed, strata=strata).ci95 == plain.ci95
+    labels = cluster_labels(clusters)
+    clustered = headline(scores, seed=seed, clusters=labels)
+    both = headline(scores, seed=seed, clusters=labels, strata=some)
+    assert both.ci95 == clustered.ci95
+    assert clustered.ci95[0] <= plain.ci95[0] + 1e-12
+    assert clustered.ci95[1] >= plain.ci95[1] - 1e-12
 
 
 @settings(max_examples=60, deadline=None)
-@given(data=st.data(), seed=seeds, use_clusters=st.booleans())
-def test_paired_ci_contains_diff(data: st.DataObject, seed: int, use_clusters: bool) -> None:
+@given(data=st.data(), use_clusters=st.booleans())
+def test_paired_ci_contains_diff(data: st.DataObject, use_clusters: bool) -> None:
     a = data.draw(any_scores)
     n = len(a)
     elem = st.sampled_from([0.0, 1.0]) if set(a) <= {0.0, 1.0} else st.floats(0.0, 1.0)
@@ -538,8 +721,9 @@ def test_paired_ci_contains_diff(data: st.DataObject, seed: int, use_clusters: b
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no NaN/divide warnings leak out on odd inputs
-        cmp = paired_comparison(a, b, seed=seed, resamples=2000, clusters=clusters)
+        cmp = paired_comparison(a, b, clusters=clusters)
     assert -1.0 <= cmp.ci95[0] <= cmp.diff <= cmp.ci95[1] <= 1.0, cmp
     assert cmp.correlation is None or -1.0 <= cmp.correlation <= 1.0
+    assert 0.0 <= cmp.p_value <= 1.0
     binary = (set(a) | set(b)) <= {0.0, 1.0}
-    assert (cmp.mcnemar_p is None) == (not binary)
+    assert (cmp.table is None) == (not binary)

@@ -120,8 +120,11 @@ def _task(root: Path, tid: str, before: dict[str, str], after: dict[str, str], p
 
 
 def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20,
-                  protocol_id: str = "toy.v1") -> Path:
-    """Write a complete toy protocol into root (which must not exist) and return it."""
+                  protocol_id: str = "toy.v1", clusters: int | None = 2) -> Path:
+    """Write a complete toy protocol into root (which must not exist) and return it.
+
+    Dataset tasks alternate between two strata and, unless ``clusters`` is None, between that
+    many clusters."""
     root.mkdir(parents=True)
     (root / "tasks").mkdir()
     (root / "metric.py").write_text(METRIC)
@@ -133,7 +136,8 @@ def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20
         rows.append(_task(root, tid, {"app.txt": f"line one\ncolour {i} is bad\n"},
                           {"app.txt": f"line one\ncolour {i} is good\n"},
                           "In app.txt, replace 'is bad' with 'is good'.",
-                          stratum=f"s{i % 2}", cluster=f"c{i % 2}"))
+                          stratum=f"s{i % 2}",
+                          **({"cluster": f"c{i % clusters}"} if clusters else {})))
     (root / "tasks" / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     controls = [
         _task(root, "NP-STUB-01", {"hello.txt": "Helo\n"}, {"hello.txt": "Hello\n"},

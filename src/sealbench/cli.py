@@ -170,6 +170,7 @@ def _print_result(result: RunResult) -> None:
         f"n          {report['n']}",
         f"mean       {report['mean']:.4f}",
         f"95% CI     [{report['ci95'][0]:.4f}, {report['ci95'][1]:.4f}] ({report['ci_method']})",
+        f"interval   {report['interval']['reason']}",
         f"headline   {headline_text(report)}",
         f"report     {result.report_path}",
         f"           {result.markdown_path}",
@@ -375,21 +376,19 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
 
 
 @main.command(help="Compare two runs of the same sealed protocol: each mean with its "
-              "interval, the paired difference with its interval (cluster bootstrap when tasks "
-              "carry clusters), the exact McNemar test, and the tasks on which they disagree. "
+              "interval, the paired difference with its interval and test (Newcombe and exact "
+              "McNemar; a cluster-robust t when tasks share clusters), the minimum detectable "
+              "difference, and the tasks on which they disagree. "
               "Refused across protocol identities or for runs that were not published."
               + EXIT_HELP)
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
               show_default=True)
-@click.option("--resamples", default=10_000, show_default=True,
-              help="Bootstrap resamples for the paired interval.")
 @ledger_option
-def compare(run_a: str, run_b: str, fmt: str, resamples: int, ledger_path: Path | None) -> None:
+def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
     with _errors():
-        result = compare_runs(_ledger(ledger_path, create=False), run_a, run_b,
-                              resamples=resamples)
+        result = compare_runs(_ledger(ledger_path, create=False), run_a, run_b)
     render = {"text": compare_text, "json": compare_json, "md": compare_markdown}[fmt]
     out.print(render(result), markup=False, end="")
 

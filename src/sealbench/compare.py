@@ -2,14 +2,14 @@
 
 Two runs are comparable only when they measured the same thing: the same protocol identity,
 each behind a null pack that passed, each published. Their per-task scores are then paired by
-task id, so shared task difficulty cancels and the interval for ``B - A`` is far tighter than two
-separate intervals would suggest (stats.paired_comparison). Like a report, a comparison is a
-pure function of the ledger: the bootstrap seed is derived from the identity and both run ids,
-so the same ledger always gives the same bytes.
+task id, so shared task difficulty cancels (stats.paired_comparison). Like a report, a
+comparison is a pure function of the ledger.
 
-The verdict never overstates: "B is better" (or "A is better") needs the 95% interval of the
-difference to exclude 0 and, for 0/1 outcomes, the exact McNemar test to reject at 0.05. When
-the two disagree, the verdict says so and calls the result inconclusive.
+Without clusters, 0/1 outcomes get Newcombe's paired interval and the exact McNemar test. When
+tasks share clusters (e.g. repositories), McNemar's independence assumption fails, so the
+interval and the test both come from one cluster-robust t on G − 1 degrees of freedom. The
+verdict leads with what the data say — B better, A better, or inconclusive (and why) — and
+never calls a difference absent while a test rejects (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -17,28 +17,33 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sealbench.errors import BadInput, Refused
+from sealbench.errors import Refused
 from sealbench.ledger import Ledger, RunRow
 from sealbench.report import gate_section, task_scores
-from sealbench.stats import derive_seed, paired_comparison
+from sealbench.stats import (
+    PairedComparison,
+    cluster_labels,
+    cr1_stderr,
+    mdd_cluster_t,
+    mdd_mcnemar,
+    paired_comparison,
+    stderr,
+)
 
-COMPARE_FORMAT = "sealbench-compare/v1"
+COMPARE_FORMAT = "sealbench-compare/v2"
 ALPHA = 0.05
 _ROUNDOFF = 1e-9  # a narrower interval is no interval (as in stats.headline)
 
 __all__ = ["COMPARE_FORMAT", "compare_runs", "to_json", "to_markdown", "to_text", "verdict"]
 
 
-def compare_runs(ledger: Ledger, run_a: str, run_b: str, *,
-                 resamples: int = 10_000) -> dict[str, Any]:
+def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
     """Compare run B against run A on the tasks both scored; ``diff = mean_b - mean_a``.
 
-    Raises BadInput for an unknown run id or a bad ``resamples``, and Refused when the runs
-    are not comparable (different identities, a gate that did not pass, an unpublished run, a
-    tampered record chain, or fewer paired tasks than the protocol's publish.min_n).
+    Raises BadInput for an unknown run id, and Refused when the runs are not comparable
+    (different identities, a gate that did not pass, an unpublished run, a tampered record
+    chain, or fewer paired tasks than the protocol's publish.min_n).
     """
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-        raise BadInput(f"--resamples must be a positive integer, got {resamples!r}")
     a = ledger.run(run_a)
     b = ledger.run(run_b)
     if a.identity != b.identity:
@@ -62,12 +67,8 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str, *,
         )
     values_a = [float(scores_a[t]["score"]) for t in paired_ids]
     values_b = [float(scores_b[t]["score"]) for t in paired_ids]
-    labels = [scores_a[t]["cluster"] for t in paired_ids]
-    clusters = [str(c) for c in labels] if all(c is not None for c in labels) else None
-    seed = derive_seed(a.identity, a.run_id, b.run_id)
-    result = paired_comparison(values_a, values_b, seed=seed, resamples=resamples,
-                               clusters=clusters)
-    binary = result.mcnemar_p is not None
+    clusters = cluster_labels([scores_a[t]["cluster"] for t in paired_ids])
+    result = paired_comparison(values_a, values_b, clusters=clusters)
     paired: dict[str, Any] = {
         "n": result.n,
         "mean_a": result.mean_a,
@@ -75,11 +76,16 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str, *,
         "diff": result.diff,
         "ci95": list(result.ci95),
         "method": result.method,
-        "seed": seed,
-        "resamples": resamples,
-        "mcnemar_p": result.mcnemar_p,
-        "table": [list(row) for row in result.table] if binary else None,
+        "test": result.test,
+        "p": result.p_value,
+        "df": result.df,
+        "se": result.se,
+        "clusters": result.clusters,
+        "table": [list(row) for row in result.table] if result.table is not None else None,
         "correlation": result.correlation,
+        "note": result.note,
+        "mdd": _mdd(result, [v_b - v_a for v_a, v_b in zip(values_a, values_b, strict=True)],
+                    clusters),
     }
     comparison: dict[str, Any] = {
         "format": COMPARE_FORMAT,
@@ -95,6 +101,30 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str, *,
     }
     comparison["verdict"] = verdict(paired)
     return comparison
+
+
+def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -> dict[str, Any]:
+    """The smallest difference this comparison's own test detects with 80% power at α = 0.05,
+    at the discordance (or variance and design effect) these two runs show."""
+    base: dict[str, Any] = {"power": 0.8, "alpha": ALPHA, "test": result.test}
+    n = result.n
+    if result.method == "newcombe":
+        discordance = (result.discordant_a_only + result.discordant_b_only) / n
+        return {**base, "value": mdd_mcnemar(n, discordance),
+                "assumes": f"the observed discordance {discordance:.3f} (share of tasks exactly "
+                           "one run passed)"}
+    labels = clusters if result.method == "cluster-t" and clusters is not None \
+        else [str(i) for i in range(n)]
+    groups = len(set(labels))
+    if n < 2 or groups < 2:
+        return {**base, "value": None, "assumes": "fewer than two clusters"}
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1)
+    iid = stderr(d)
+    deff = (cr1_stderr(d, labels) / iid) ** 2 if iid > 0 else 1.0
+    return {**base, "value": mdd_cluster_t(var, n, groups, design_effect=deff),
+            "assumes": f"the observed Var(d) = {var:.4f}, {groups} clusters, design effect "
+                       f"{max(1.0, deff):.2f}; t quantiles on G − 1 df"}
 
 
 def _check_published(ledger: Ledger, run: RunRow) -> None:
@@ -124,36 +154,38 @@ def _run_section(run: RunRow) -> dict[str, Any]:
 
 
 def verdict(paired: dict[str, Any]) -> str:
-    """One sentence on a comparison's `paired` section that claims no more than it shows.
+    """One sentence on a comparison's `paired` section that leads with what the data say.
 
-    "B is better" / "A is better" only when the 95% interval excludes 0 and, for 0/1 outcomes,
-    the exact McNemar test rejects at 0.05; when only one of them does, the sentence says so
-    and claims nothing. A zero-width interval around a non-zero difference measures nothing,
-    so it supports no claim either.
+    "B is better" / "A is better" only when the 95% interval excludes 0 *and* the test rejects
+    at 0.05. When exactly one of them does, the verdict is "inconclusive — the tests
+    disagree" and says which says what; never "no difference" while a test rejects. When
+    neither does, "inconclusive", which is not evidence that the runs are equal (the minimum
+    detectable difference says how large a difference could hide). A zero-width interval
+    around a non-zero difference measures nothing, so it supports no claim either.
     """
     diff = float(paired["diff"])
     low, high = (float(x) for x in paired["ci95"])
-    p: float | None = paired["mcnemar_p"]
+    p = float(paired["p"])
     figure = (f"B - A = {_signed(diff)} (95% CI {_signed(low)} to {_signed(high)}, "
-              f"{paired['method']}, n = {paired['n']}"
-              + (f"; exact McNemar p = {_p(p)}" if p is not None else "") + ")")
+              f"{paired['method']}, n = {paired['n']}; {paired['test']} p = {_p(p)})")
     if high - low <= _ROUNDOFF and diff != 0.0:
-        return (f"{figure}: no difference is claimed on this exam (the interval has zero width "
-                "because the resampled differences do not vary, so it cannot measure the "
-                "uncertainty)")
+        return (f"no claim: the interval has zero width because the differences do not vary, "
+                f"so it cannot measure the uncertainty — {figure}")
     ci_says = low > 0.0 or high < 0.0
-    test_says = p is None or p < ALPHA
+    test_says = p < ALPHA
     if ci_says and test_says:
-        return f"{figure}: {'B' if diff > 0 else 'A'} is better on this exam"
+        return f"{'B' if diff > 0 else 'A'} is better on this exam — {figure}"
+    if test_says:
+        return (f"inconclusive — the tests disagree: the {paired['test']} test rejects at 0.05 "
+                f"(p = {_p(p)}) but the 95% interval of B − A includes 0 — {figure}")
     if ci_says:
-        return (f"{figure}: no detectable difference on this exam (the interval excludes 0 but "
-                "the exact McNemar test does not reject at 0.05, so the evidence is "
-                "inconclusive)")
-    if p is not None and p < ALPHA:
-        return (f"{figure}: no detectable difference on this exam (the exact McNemar test "
-                "rejects at 0.05 but the interval includes 0, so the evidence is "
-                "inconclusive)")
-    return f"{figure}: no detectable difference on this exam"
+        return (f"inconclusive — the tests disagree: the 95% interval of B − A excludes 0 but the "
+                f"{paired['test']} test does not reject at 0.05 (p = {_p(p)}) — {figure}")
+    mdd = (paired.get("mdd") or {}).get("value")
+    hide = (f"; differences below about {mdd:.3f} are likely to go undetected on this exam"
+            if mdd is not None else "")
+    return (f"inconclusive — the data do not tell A and B apart (this does not show they are "
+            f"equal{hide}) — {figure}")
 
 
 def _signed(x: float) -> str:
@@ -183,6 +215,11 @@ def _ci(ci: list[float], signed: bool = False) -> str:
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
+def _mdd_text(mdd: dict[str, Any]) -> str:
+    value = f"{mdd['value']:.3f}" if mdd["value"] is not None else "none reachable"
+    return f"{value} at 80% power, α = 0.05 ({mdd['test']}; assumes {mdd['assumes']})"
+
+
 def _ids(ids: list[str]) -> str:
     return ", ".join(ids) if ids else "(none)"
 
@@ -203,7 +240,7 @@ def to_text(comparison: dict[str, Any]) -> str:
         ("B", _rate(runs["b"]["mean"]), _ci(runs["b"]["ci95"]), str(runs["b"]["n"]),
          runs["b"]["ci_method"]),
         ("B - A", _signed(paired["diff"]), _ci(paired["ci95"], signed=True), str(paired["n"]),
-         f"{paired['method']}, seed {paired['seed']}, {paired['resamples']} resamples"),
+         paired["method"] + (f", {paired['clusters']} clusters" if paired["clusters"] else "")),
     ]
     w_mean = max(len(r[1]) for r in rows)
     w_ci = max(len(r[2]) for r in rows)
@@ -219,11 +256,12 @@ def to_text(comparison: dict[str, Any]) -> str:
         *[f"{r[0]:<{label}}{r[1]:>{w_mean}}  {r[2]:<{w_ci}}  {r[3]:>{w_n}}  {r[4]}" for r in rows],
         "",
     ]
-    p = paired["mcnemar_p"]
     discordant = len(dis["a_only"]) + len(dis["b_only"])
-    lines.append(f"{'McNemar':<{label}}"
-                 + (f"exact p = {_p(p)} ({discordant} discordant of n = {paired['n']})"
-                    if p is not None else "n/a (fractional scores: no 2x2 table)"))
+    lines.append(f"{'test':<{label}}{paired['test']}: p = {_p(paired['p'])} ({discordant} "
+                 f"discordant of n = {paired['n']})")
+    lines.append(f"{'MDD':<{label}}{_mdd_text(paired['mdd'])}")
+    if paired["note"]:
+        lines.append(f"{'note':<{label}}{paired['note']}")
     r = paired["correlation"]
     lines.append(f"{'correlation':<{label}}"
                  + (f"{r:.3f}" if r is not None else "undefined (a run's scores are constant)"))
@@ -262,7 +300,6 @@ def to_markdown(comparison: dict[str, Any]) -> str:
         fmt = _signed if signed else _rate
         return f"{fmt(ci[0])} to {fmt(ci[1])}"
 
-    p = paired["mcnemar_p"]
     r = paired["correlation"]
     lines = [
         f"# sealbench comparison — {comparison['protocol_id']}",
@@ -280,10 +317,10 @@ def to_markdown(comparison: dict[str, Any]) -> str:
         "| | |",
         "|---|---|",
         f"| protocol identity | {code(comparison['identity'])} |",
-        f"| exact McNemar p | {_p(p) if p is not None else 'n/a (fractional scores)'} |",
+        f"| test | {paired['test']}: p = {_p(paired['p'])} |",
+        f"| minimum detectable difference | {_mdd_text(paired['mdd'])} |",
         f"| correlation | {f'{r:.3f}' if r is not None else 'undefined (constant scores)'} |",
-        f"| bootstrap | {paired['method']}, seed {paired['seed']}, "
-        f"{paired['resamples']} resamples |",
+        *([f"| note | {paired['note']} |"] if paired["note"] else []),
         "",
     ]
     table = paired["table"]

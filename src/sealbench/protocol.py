@@ -78,7 +78,9 @@ class Publish(_Strict):
     min_n: int = Field(ge=1)
     require_ci: bool = True
     forbidden_fields: list[str] = Field(default_factory=list)
-    ci_method: Literal["bootstrap", "wilson", "clopper-pearson"] = "bootstrap"
+    ci_method: Literal["auto", "wilson", "clopper-pearson", "bootstrap"] = "auto"
+    # "fixed": the stratum sizes are fixed by design, so the headline may be stratified
+    strata: Literal["descriptive", "fixed"] = "descriptive"
 
 
 class SolverSpec(_Strict):
@@ -491,6 +493,7 @@ def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Pro
                 dotted(loc),
             )
         )
+    problems += _strata_problems(protocol, name)
     for index, value in enumerate(spec.publish.forbidden_fields):
         if value not in KNOWN_FORBIDDEN_FIELDS:
             loc = ("publish", "forbidden_fields", index)
@@ -498,4 +501,25 @@ def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Pro
                 Problem(name, f"'{value}' is unknown (known: {', '.join(KNOWN_FORBIDDEN_FIELDS)})",
                         line_of(lines, loc), dotted(loc))
             )
+    return problems
+
+
+def _strata_problems(protocol: Protocol, name: str) -> list[Problem]:
+    """With `publish.strata: fixed` the headline is stratified, so every dataset task needs a
+    stratum and every stratum at least 2 tasks: a one-task stratum has no variance estimate
+    and would make the interval look more certain than the data allow (docs/statistics.md)."""
+    if protocol.spec.publish.strata != "fixed":
+        return []
+    loc = ("publish", "strata")
+    problems = [Problem(task.source, "has no stratum, but publish.strata is 'fixed'", task.line,
+                        "stratum") for task in protocol.dataset if task.stratum is None]
+    sizes: dict[str, int] = {}
+    for task in protocol.dataset:
+        if task.stratum is not None:
+            sizes[task.stratum] = sizes.get(task.stratum, 0) + 1
+    small = sorted(stratum for stratum, size in sizes.items() if size < 2)
+    if small:
+        problems.append(Problem(
+            name, "is 'fixed' but these strata have fewer than 2 tasks: " + ", ".join(
+                f"'{stratum}'" for stratum in small), line_of(protocol.lines, loc), dotted(loc)))
     return problems

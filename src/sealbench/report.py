@@ -19,15 +19,20 @@ from sealbench.gate import evaluate
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, RunRow
 from sealbench.solver import OUTCOMES
 from sealbench.stats import (
+    Headline,
     bootstrap_interval,
+    cluster_labels,
+    cr1_stderr,
     derive_seed,
     headline,
-    min_detectable_difference,
+    mdd_cluster_t,
+    mdd_mcnemar,
     pass_at_k,
     pass_hat_k,
+    stderr,
 )
 
-REPORT_FORMAT = "sealbench-report/v1"
+REPORT_FORMAT = "sealbench-report/v2"
 
 
 class NotPublishable(Exception):
@@ -92,12 +97,9 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     if n < options["min_n"]:
         raise NotPublishable(f"only {n} dataset tasks were scored; publish.min_n is "
                              f"{options['min_n']}")
-    values = [s["score"] for s in scores.values()]
-    strata = _labels(scores, "stratum")
-    clusters = _labels(scores, "cluster")
     seed = derive_seed(run.identity, run.run_id)
-    head = headline(values, seed=seed, method=options["ci_method"], strata=strata,
-                    clusters=clusters)
+    head = published_headline(scores, seed=seed, ci_method=options["ci_method"],
+                              strata_fixed=options.get("strata") == "fixed")
     counts = _outcome_counts(dataset)
     head_digest = rows[-1].digest if rows else GENESIS
     return {
@@ -111,22 +113,11 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "mean": head.mean,
         "ci95": list(head.ci95),
         "ci_method": head.method,
-        "interval": {
-            "method_requested": head.method_requested,
-            "seed": head.seed,
-            "resamples": head.resamples,
-            "degenerate": head.degenerate,
-            "note": head.note,
-            "wilson95": list(head.wilson95) if head.wilson95 is not None else None,
-            "stderr": head.stderr,
-            "clustered_stderr": head.clustered_stderr,
-            "stratified": strata is not None,
-            "clustered": clusters is not None,
-        },
+        "interval": _interval_section(head),
         "epochs": options["epochs"],
         "timeout_scale": options["timeout_scale"],
-        "strata": _strata(scores, run, options["ci_method"]),
-        "min_detectable_difference": _mdd(values),
+        "strata": _strata(scores, run),
+        "min_detectable_difference": _mdd(scores),
         "pass_at_k": _pass_k(scores, options["epochs"], seed),
         "outcomes": {k: v for k, v in counts.items() if k != "infrastructure_error"},
         "infrastructure_errors": counts.get("infrastructure_error", 0),
@@ -137,52 +128,120 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
                     "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id,
                     "attempts": len(rows), "chain_head": head_digest},
         "sealbench_version": __version__,
+        "versions": versions(),
     }
 
 
-def _strata(scores: dict[str, dict[str, Any]], run: RunRow, method: str) -> dict[str, Any]:
-    """Per-stratum n, mean and interval, each seeded apart from the headline's."""
-    grouped: dict[str, list[float]] = defaultdict(list)
-    for s in scores.values():
+def published_headline(scores: dict[str, dict[str, Any]], *, seed: int, ci_method: str,
+                       strata_fixed: bool) -> Headline:
+    """The headline of a run from its per-task scores: the one function every published rate
+    comes from (``bench/bench_coverage.py`` measures the coverage of exactly this).
+
+    Tasks sharing a `cluster` are clustered (a task without one is its own cluster); strata
+    count only when the protocol fixed them (``publish.strata: fixed``)."""
+    return headline([s["score"] for s in scores.values()], seed=seed, method=ci_method,
+                    strata=_labels(scores, "stratum"), strata_fixed=strata_fixed,
+                    clusters=cluster_labels([s["cluster"] for s in scores.values()]))
+
+
+def _interval_section(head: Headline) -> dict[str, Any]:
+    """How the interval was obtained, in enough detail to recompute it (docs/statistics.md)."""
+    return {
+        "confidence": 0.95,
+        "method_requested": head.method_requested,
+        "reason": head.reason,
+        "note": head.note,
+        "degenerate": head.degenerate,
+        "quantile": head.quantile,
+        "df": head.df,
+        "clusters": head.clusters,
+        "stderr": head.stderr,
+        "cr1_stderr": head.cr1_stderr,
+        "stratified": head.stratified,
+        "conditional_on_strata": head.conditional_on_strata,
+        "effective_n": head.effective_n,
+        "wilson95": list(head.wilson95) if head.wilson95 is not None else None,
+        "seed": head.seed,
+        "resamples": head.resamples,
+        "draws": head.draws,
+    }
+
+
+def versions() -> dict[str, str]:
+    """Library versions a figure depends on (the bootstrap's draws depend on numpy's)."""
+    import platform
+
+    import numpy
+    import scipy  # type: ignore[import-untyped,unused-ignore]
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "sealbench": __version__}
+
+
+def _strata(scores: dict[str, dict[str, Any]], run: RunRow) -> dict[str, Any]:
+    """Per-stratum n, mean and interval (the automatic method: Wilson, or cluster-wilson when the
+    stratum's tasks share clusters), for reading; they never narrow the headline."""
+    grouped: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for task_id, s in scores.items():
         if s["stratum"] is not None:
-            grouped[str(s["stratum"])].append(s["score"])
+            grouped[str(s["stratum"])][task_id] = s
     out: dict[str, Any] = {}
     for name in sorted(grouped):
-        head = headline(grouped[name], seed=derive_seed(run.identity, run.run_id, name),
-                        method=method)
+        head = published_headline(grouped[name], seed=derive_seed(run.identity, run.run_id, name),
+                                  ci_method="auto", strata_fixed=False)
         out[name] = {"n": head.n, "mean": head.mean, "ci95": list(head.ci95),
                      "ci_method": head.method}
     return out
 
 
-def _mdd(values: list[float]) -> dict[str, Any]:
-    """The smallest difference this exam can detect against another agent (80% power).
-
-    Var(d) of a paired difference is estimated as twice this run's score variance, i.e. as if
-    the other agent were as variable and uncorrelated; correlated agents detect less.
-    """
+def _mdd(scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The smallest difference `compare` could detect between this agent and another on this
+    exam (80% power, α = 0.05), for the test `compare` really uses, with its assumptions."""
+    values = [s["score"] for s in scores.values()]
     n = len(values)
     mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
-    return {"value": min_detectable_difference(2 * var, n), "power": 0.8, "alpha": 0.05,
-            "assumes": "Var(d) = 2 Var(score): the other agent as variable, uncorrelated"}
+    clusters = cluster_labels([s["cluster"] for s in scores.values()])
+    binary = all(v in (0.0, 1.0) for v in values)
+    base = {"power": 0.8, "alpha": 0.05}
+    if binary and clusters is None:
+        discordance = 2 * mean * (1 - mean)
+        return {**base, "value": mdd_mcnemar(n, discordance), "test": "exact McNemar",
+                "assumes": f"the other agent passes as often as this one ({mean:.3f}), "
+                           f"independently of it: discordance 2p(1−p) = {discordance:.3f}; "
+                           "correlated agents disagree on fewer tasks and are easier to tell "
+                           "apart at the same difference"}
+    labels = clusters if clusters is not None else [str(i) for i in range(n)]
+    groups = len(set(labels))
+    if n < 2 or groups < 2:
+        return {**base, "value": None, "test": "none",
+                "assumes": "fewer than two clusters: no paired test is possible"}
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    iid = stderr(values)
+    deff = (cr1_stderr(values, labels) / iid) ** 2 if iid > 0 else 1.0
+    test = "cluster-robust t" if clusters is not None else "paired t"
+    return {**base, "value": mdd_cluster_t(2 * var, n, groups, design_effect=deff), "test": test,
+            "assumes": f"Var(d) = 2 Var(score) (the other agent as variable, uncorrelated); "
+                       f"{groups} clusters, design effect {max(1.0, deff):.2f} from this run; "
+                       "t quantiles on G − 1 df"}
 
 
 def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[dict[str, Any]]:
-    """pass@k (Chen et al. 2021) and pass^k (tau-bench) for k = 1..epochs, intervals over tasks."""
+    """pass@k (Chen et al. 2021) and pass^k (tau-bench) for k = 1..epochs; intervals resample
+    tasks (whole clusters when tasks share them)."""
     rows = [s for s in scores.values() if s["epochs"] == epochs]
     if epochs < 2 or not rows:
         return []
+    clusters = cluster_labels([s["cluster"] for s in rows])
     out = []
     for k in range(1, epochs + 1):
         at = [pass_at_k(epochs, s["passes"], k) for s in rows]
         hat = [pass_hat_k(epochs, s["passes"], k) for s in rows]
         out.append({
             "k": k, "n": len(rows),
-            "pass_at_k": sum(at) / len(at), "pass_at_k_ci95": list(
-                bootstrap_interval(at, seed=derive_seed(str(seed), "pass@", str(k)))),
-            "pass_hat_k": sum(hat) / len(hat), "pass_hat_k_ci95": list(
-                bootstrap_interval(hat, seed=derive_seed(str(seed), "pass^", str(k)))),
+            "pass_at_k": sum(at) / len(at), "pass_at_k_ci95": list(bootstrap_interval(
+                at, seed=derive_seed(str(seed), "pass@", str(k)), clusters=clusters)),
+            "pass_hat_k": sum(hat) / len(hat), "pass_hat_k_ci95": list(bootstrap_interval(
+                hat, seed=derive_seed(str(seed), "pass^", str(k)), clusters=clusters)),
         })
     return out
 
@@ -229,8 +288,10 @@ def pct(value: float) -> str:
 def headline_text(report: dict[str, Any]) -> str:
     """The one-line figure: never a rate without n and its interval."""
     lo, hi = report["ci95"]
-    return (f"{pct(report['mean'])} (95% CI {pct(lo)}–{pct(hi)}, {report['ci_method']}; "
-            f"n = {report['n']})")
+    conditional = ", conditional on the stratum sizes" if report["interval"].get(
+        "conditional_on_strata") else ""
+    return (f"{pct(report['mean'])} (95% CI {pct(lo)}–{pct(hi)}, {report['ci_method']}"
+            f"{conditional}; n = {report['n']})")
 
 
 def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -243,8 +304,10 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("sandbox", report["sandbox"]),
         ("n (scored tasks)", str(report["n"])),
         ("epochs", str(report["epochs"])),
-        ("interval", f"{report['ci_method']}, seed {interval['seed']}"),
+        ("interval", f"{report['ci_method']}: {interval['reason']}"),
     ]
+    if interval["resamples"]:
+        rows.append(("bootstrap", f"seed {interval['seed']}, {interval['resamples']} resamples"))
     if interval["wilson95"]:
         lo, hi = interval["wilson95"]
         rows.append(("Wilson 95% (cross-check)", f"{pct(lo)}–{pct(hi)}"))
@@ -333,6 +396,9 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
     run_id = report.get("run_id")
     if not isinstance(run_id, str):
         return ["the report names no run_id"]
+    if report.get("format") != REPORT_FORMAT:
+        return [f"the report is in format {report.get('format')!r}, this sealbench writes and "
+                f"checks {REPORT_FORMAT!r}: recompute it with `sealbench report {run_id}`"]
     problems = ledger.verify_chain(run_id)
     for row in ledger.attempts(run_id):
         for kind in ("diff", "stdout", "stderr"):
@@ -350,7 +416,7 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
         return [*problems, f"the ledger does not support a published report: {exc}"]
     given, fresh = _flatten(report), _flatten(recomputed)
     for key in sorted(given.keys() | fresh.keys()):
-        if key in LOCATION_FIELDS or key == "sealbench_version":
+        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions."):
             continue
         if given.get(key) != fresh.get(key):
             problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "

@@ -269,6 +269,7 @@ class Run:
             "jobs": self.options.jobs, "timeout_scale": self.options.timeout_scale,
             "epochs": self.options.epochs, "min_n": spec.publish.min_n,
             "require_ci": spec.publish.require_ci, "ci_method": spec.publish.ci_method,
+            "strata": spec.publish.strata,
             "rules": spec.null_pack.rules.class_of(),
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -40,7 +40,11 @@ from sealbench.protocol import (
 from sealbench.sandbox import Sandbox
 from sealbench.solver import DoNothingSolver, OracleSolver, Solver
 
-IDENTITY_FORMAT = "sealbench-identity/v1"
+IDENTITY_FORMAT = "sealbench-identity/v2"
+LOCK_FORMAT: Final = "sealbench-lock/v2"
+# v1 locks were written by sealbench 0.1, whose defaults (interval method, no `publish.strata`,
+# budget fields) entered the identity differently: such a seal cannot be verified, only redone.
+OLD_LOCK_FORMATS = ("sealbench-lock/v1",)
 CHUNK = 1 << 20
 Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture"]
 DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
@@ -64,7 +68,7 @@ class Lock(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["sealbench-lock/v1"]
+    format: Literal["sealbench-lock/v2"]
     protocol_id: str
     identity: str
     sealed_yaml_sha256: str
@@ -280,7 +284,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
     identity = derive_identity(sealed_spec, files)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
-    lock = Lock(format="sealbench-lock/v1", protocol_id=sealed_spec.protocol_id, identity=identity,
+    lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
                 sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files)
     sealed_path = protocol.root / SEALED_FILE
     lock_path = protocol.root / LOCK_FILE
@@ -296,6 +300,14 @@ def read_lock(root: Path) -> Lock:
     if not (root / SEALED_FILE).exists() or not path.exists():
         raise Refused(f"{root}: protocol is not sealed (no {SEALED_FILE} / {LOCK_FILE}); "
                       f"run `sealbench seal {root}` first")
+    try:
+        raw = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        raw = None
+    if isinstance(raw, dict) and raw.get("format") in OLD_LOCK_FORMATS:
+        raise Refused(f"{root / LOCK_FILE}: sealed by an older sealbench ({raw['format']}), whose "
+                      "identities this version cannot reproduce; seal the protocol again under "
+                      "a new protocol_id (docs/sealing.md)")
     try:
         return Lock.model_validate_json(path.read_bytes())
     except ValidationError as exc:

@@ -13,11 +13,13 @@ are computed. The design goals, in order:
    Seeds are derived from stable identities with :func:`derive_seed` rather than picked by hand.
    Reductions use numpy's own summation (never BLAS ``dot``/``matmul``), because BLAS kernels
    are chosen per CPU (e.g. via ``OPENBLAS_CORETYPE``) and may sum in a different order.
-3. **Honest.** A bootstrap that collapses to zero width (all outcomes equal) says nothing about
-   uncertainty, so :func:`headline` never publishes it: it falls back to Wilson and says so.
-   Clustered data (several tasks per repository) get a cluster bootstrap and a clustered
-   standard error (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640), because
-   treating correlated tasks as independent understates the uncertainty.
+3. **Honest.** The published interval must really cover 95%, measured by
+   ``bench/bench_coverage.py``: Wilson for 0/1 scores of independent tasks (Wilson 1927), a
+   cluster-robust t interval when tasks share clusters (Cameron & Miller 2015), never a
+   stratified interval unless the strata were fixed by design, and never an interval narrower
+   because labels were added. A zero-width bootstrap is never published. Paired comparisons
+   use Newcombe's interval and the exact McNemar test, or a cluster-robust t test on clustered
+   tasks. docs/statistics.md gives every choice and its references.
 4. **Fast and memory-safe.** Resamples are vectorized and drawn in chunks that keep the working
    set to a few MB even at n = 100,000. Where the bootstrap distribution of a resampled sum has
    an exact closed form (0/1 outcomes: Binomial; few distinct values: Multinomial counts), the
@@ -31,6 +33,7 @@ round for display.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -42,22 +45,35 @@ import numpy.typing as npt
 from scipy import stats as _sps  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = [
+    "BOOTSTRAP_DRAWS",
     "METHODS",
+    "ClusterT",
     "Headline",
     "Interval",
     "PairedComparison",
+    "Stratified",
     "bootstrap_interval",
     "bootstrap_means",
     "clopper_pearson",
+    "cluster_labels",
+    "cluster_t_interval",
+    "cluster_wilson_interval",
     "clustered_stderr",
+    "cr1_stderr",
     "derive_seed",
     "headline",
     "mcnemar_exact",
-    "min_detectable_difference",
+    "mcnemar_power",
+    "mdd_cluster_t",
+    "mdd_mcnemar",
+    "newcombe_paired",
+    "normal_quantile",
     "paired_comparison",
     "pass_at_k",
     "pass_hat_k",
     "stderr",
+    "stratified_interval",
+    "t_quantile",
     "wilson",
 ]
 
@@ -70,7 +86,7 @@ Scores = Sequence[float] | npt.NDArray[Any]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
-METHODS: Final[tuple[str, ...]] = ("bootstrap", "wilson", "clopper-pearson")
+METHODS: Final[tuple[str, ...]] = ("auto", "wilson", "clopper-pearson", "bootstrap")
 """Interval methods :func:`headline` accepts."""
 
 # Working-set budget for one chunk of index resamples. One resampled element costs 8 bytes of
@@ -121,15 +137,8 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> Interval:
     rounding can never produce a bound outside [0, 1].
     """
     _check_binomial(successes, n, confidence)
-    z = float(_sps.norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2.0 * n)) / denom
-    half = (z / denom) * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return (float(low), float(high))
+    low, high = _wilson_real(successes / n, n, normal_quantile(0.5 + confidence / 2.0))
+    return (0.0 if successes == 0 else float(low), 1.0 if successes == n else float(high))
 
 
 def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> Interval:
@@ -294,8 +303,9 @@ def bootstrap_means(
 ) -> FloatArray:
     """Bootstrap distribution of the mean score (length ``resamples``, float64).
 
-    Why it exists: the percentile interval of this distribution is the published interval, and
-    the raw distribution is also what reproducibility checks compare bit for bit.
+    Why it exists: its percentile interval is published when a protocol chooses
+    ``publish.ci_method: bootstrap``, and the raw distribution is what reproducibility checks
+    compare bit for bit.
 
     * plain: resample n tasks with replacement.
     * ``strata``: resample within each stratum, keeping each stratum's size, so the design's
@@ -358,10 +368,11 @@ def bootstrap_interval(
 ) -> Interval:
     """Percentile bootstrap interval of the mean (see :func:`bootstrap_means` for the options).
 
-    Why percentile: it needs no normality assumption, respects the [0, 1] range of a success
-    rate, and is what the paired and clustered variants below also use, so all published
-    intervals are of one kind. It may have zero width on constant data: :func:`headline`
-    guards against publishing that.
+    Why percentile: it needs no normality assumption and respects the [0, 1] range of a success
+    rate; it is the seed article's choice, kept as ``publish.ci_method: bootstrap``. It
+    under-covers small samples and few clusters (docs/statistics.md), and it may have zero width
+    on constant data: :func:`headline` says the first and never publishes the second. pass@k
+    and pass^k intervals use it over tasks (or whole clusters).
     """
     _check_confidence(confidence)
     means = bootstrap_means(
@@ -371,16 +382,28 @@ def bootstrap_interval(
 
 
 # ---------------------------------------------------------------------------------------------
-# Standard errors
+# Standard errors and cluster-robust intervals
 # ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def normal_quantile(q: float) -> float:
+    """Standard normal quantile (scipy), cached: the headline needs the same few values often."""
+    return float(_sps.norm.ppf(q))
+
+
+@functools.cache
+def t_quantile(q: float, df: int) -> float:
+    """Student t quantile with ``df`` degrees of freedom (scipy), cached."""
+    return float(_sps.t.ppf(q, df))
 
 
 def stderr(scores: Sequence[float] | npt.NDArray[Any]) -> float:
     """CLT standard error of the mean, ``std(ddof=1) / sqrt(n)``; 0.0 when n < 2.
 
-    Why: it is the reference scale for comparing against the clustered standard error, and the
-    input to power calculations. n < 2 has no sample variance, so 0.0 (not NaN) keeps reports
-    printable; the interval, not this number, carries the uncertainty there.
+    Why: it is the independent-tasks reference that the cluster-robust standard error is
+    never allowed to undercut, and an input to power calculations. n < 2 has no sample
+    variance, so 0.0 (not NaN) keeps reports printable; the interval carries the uncertainty.
     """
     arr = _as_scores(scores, unit=False)
     if arr.size < 2:
@@ -388,20 +411,315 @@ def stderr(scores: Sequence[float] | npt.NDArray[Any]) -> float:
     return float(np.std(arr, ddof=1) / math.sqrt(arr.size))
 
 
+def _cluster_residual_sums(arr: FloatArray, clusters: Sequence[str]) -> tuple[int, FloatArray]:
+    """Number of clusters G and the per-cluster sums of residuals around the overall mean."""
+    g, codes = _codes(clusters, int(arr.size), "clusters")
+    sums: FloatArray = np.bincount(codes, weights=arr - np.mean(arr), minlength=g).astype(
+        np.float64)
+    return g, sums
+
+
 def clustered_stderr(scores: Sequence[float] | npt.NDArray[Any], clusters: Sequence[str]) -> float:
-    """Cluster-robust standard error of the mean (Miller 2024, arXiv:2411.00640, eq. 4).
+    """CR0 cluster-robust standard error of the mean (Miller 2024, arXiv:2411.00640, eq. 4).
 
-    ``SE = sqrt(Σ_c (Σ_{i∈c} (s_i - s̄))²) / n``.
-
-    Why: tasks from the same repository (or generated from the same template) fail together;
-    the CLT standard error assumes independence and can understate the uncertainty several-fold.
-    With every task in its own cluster this reduces to the ``ddof=0`` CLT standard error.
+    ``SE = sqrt(Σ_c (Σ_{i∈c} (s_i - s̄))²) / n``, without a small-sample correction; with every
+    task in its own cluster it reduces to the ``ddof=0`` CLT standard error. The published
+    interval uses :func:`cr1_stderr`, which corrects for few clusters.
     """
     arr = _as_scores(scores, unit=False)
+    _, sums = _cluster_residual_sums(arr, clusters)
+    return float(math.sqrt(float(np.sum(sums * sums))) / arr.size)
+
+
+def cr1_stderr(scores: Sequence[float] | npt.NDArray[Any], clusters: Sequence[str]) -> float:
+    """CR1 cluster-robust standard error of the mean: CR0 × sqrt(G / (G − 1)).
+
+    Why CR1: CR0 is biased down when clusters are few (Cameron & Miller 2015, "A Practitioner's
+    Guide to Cluster-Robust Inference", J. Human Resources 50(2)); CR1 is the Stata / statsmodels
+    default (for a mean, the regression factor (N−1)/(N−K) is 1). Needs G >= 2.
+    """
+    arr = _as_scores(scores, unit=False)
+    g, sums = _cluster_residual_sums(arr, clusters)
+    if g < 2:
+        raise ValueError("a cluster-robust standard error needs at least two clusters")
+    return float(math.sqrt(g / (g - 1) * float(np.sum(sums * sums))) / arr.size)
+
+
+def cluster_labels(labels: Sequence[str | None]) -> list[str] | None:
+    """Cluster labels for statistics, or None when no cluster holds two or more tasks.
+
+    Why: a task without a `cluster` is independent of every other task, i.e. a cluster of its
+    own; a design whose clusters are all singletons is simply independent tasks. Singletons get
+    names that no user label can take (they start with a NUL), so they never merge with one.
+    """
+    out = [str(label) if label is not None else f"\x00{i}" for i, label in enumerate(labels)]
+    return out if len(set(out)) < len(out) else None
+
+
+@dataclass(frozen=True)
+class ClusterT:
+    """A cluster-robust t interval: ``mean ± t_{G−1} · max(SE_iid, SE_CR1)``, clipped."""
+
+    interval: Interval
+    se: float
+    se_iid: float
+    se_cr1: float
+    clusters: int
+    df: int
+    quantile: float
+    effective_n: float | None = None
+
+
+def cluster_t_interval(
+    scores: Sequence[float] | npt.NDArray[Any],
+    clusters: Sequence[str],
+    *,
+    confidence: float = 0.95,
+    bounds: Interval = (0.0, 1.0),
+) -> ClusterT:
+    """Cluster-robust interval for a mean, never splitting a cluster.
+
+    Why this form (Cameron & Miller 2015): CR1 with a t quantile on G − 1 degrees of freedom
+    keeps close to nominal coverage down to about ten clusters, where a cluster bootstrap covers
+    0.82–0.92 (measured by ``bench/bench_coverage.py``). Taking the larger of the independent and
+    the CR1 standard error means that declaring clusters can never make a figure look *more*
+    certain than treating the tasks as independent (a negative intra-cluster correlation would
+    otherwise shrink it). The interval is clipped to ``bounds`` (the range of the statistic).
+    """
+    _check_confidence(confidence)
+    arr = _as_scores(scores, unit=False)
+    se_iid = stderr(arr)
+    se_cr1 = cr1_stderr(arr, clusters)
+    g = len(set(clusters))
+    df = g - 1
+    q = t_quantile(0.5 + confidence / 2.0, df)
+    se = max(se_iid, se_cr1)
+    mean = float(np.mean(arr))
+    low = max(bounds[0], mean - q * se)
+    high = min(bounds[1], mean + q * se)
+    return ClusterT((float(low), float(high)), se, se_iid, se_cr1, g, df, q)
+
+
+def cluster_wilson_interval(
+    scores: Sequence[float] | npt.NDArray[Any],
+    clusters: Sequence[str],
+    *,
+    confidence: float = 0.95,
+) -> ClusterT:
+    """Cluster-robust interval for a success rate in Wilson's score form (the headline's).
+
+    The same standard error and quantile as :func:`cluster_t_interval` — SE = max(iid SE,
+    CR1 SE), t on G − 1 degrees of freedom — but put into Wilson's formula through the
+    effective sample size ``n_eff = p̂(1 − p̂) / SE²`` (at most n), as survey statistics does
+    for clustered proportions (Korn & Graubard 1998, "Confidence intervals for proportions with
+    small expected number of positive counts estimated from survey data", Survey Methodology
+    24:193). Why not the Wald form: it is symmetric and collapses when few clusters hold the
+    passes; measured at 10 clusters of 10, ICC 0.3, it covered 0.83 at p = 0.1 and 0.9, the
+    score form 0.92 (``bench/bench_coverage.py``). For fractional scores the same SE makes
+    ``n_eff`` no larger than it should be. A rate of exactly 0 or 1 gives Wilson on n.
+    """
+    ct = cluster_t_interval(scores, clusters, confidence=confidence)
+    arr = _as_scores(scores, unit=True)
     n = int(arr.size)
-    _, codes = _codes(clusters, n, "clusters")
-    residual_sums = np.bincount(codes, weights=arr - np.mean(arr))
-    return float(math.sqrt(float(np.sum(residual_sums * residual_sums))) / n)
+    p = float(np.mean(arr))
+    n_eff = float(n) if ct.se <= 0.0 else min(float(n), p * (1.0 - p) / (ct.se * ct.se))
+    if n_eff <= 0.0:  # p is 0 or 1: nothing varies, the count alone speaks
+        n_eff = float(n)
+    low, high = _wilson_real(p, n_eff, ct.quantile)
+    bounds = (0.0 if p == 0.0 else low, 1.0 if p == 1.0 else high)
+    return ClusterT(bounds, ct.se, ct.se_iid, ct.se_cr1, ct.clusters, ct.df, ct.quantile, n_eff)
+
+
+def _hull(a: Interval, b: Interval) -> Interval:
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _wilson_real(p: float, n: float, z: float) -> Interval:
+    """Wilson bounds for a proportion ``p`` and a (possibly fractional) sample size ``n``."""
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2.0 * n)) / denom
+    half = (z / denom) * math.sqrt(max(0.0, p * (1.0 - p) / n + z2 / (4.0 * n * n)))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stratified estimation (only for strata fixed by design)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stratified:
+    """A stratified interval conditional on the stratum sizes, or why none could be formed."""
+
+    interval: Interval | None
+    method: str
+    se: float
+    df: int | None
+    quantile: float
+    effective_n: float | None
+    why_not: str | None
+
+
+def _stratum_groups(strata: Sequence[str], n: int) -> list[IntArray]:
+    n_strata, codes = _codes(strata, n, "strata")
+    return [np.flatnonzero(codes == h) for h in range(n_strata)]
+
+
+def _nested(groups: list[IntArray], clusters: Sequence[str]) -> bool:
+    """True when every cluster lies inside one stratum (a stratified cluster design)."""
+    owner: dict[str, int] = {}
+    for h, members in enumerate(groups):
+        for i in members:
+            if owner.setdefault(clusters[int(i)], h) != h:
+                return False
+    return True
+
+
+def _stratum_variance(part: FloatArray, binary: bool) -> float:
+    """Variance of one stratum's mean with n_h − 1 in the denominator.
+
+    For 0/1 outcomes the proportion is shrunk to ``(x + 1/2) / (n_h + 1)`` first, so that a
+    stratum whose tasks all passed (or all failed) still contributes its uncertainty: its
+    sample variance would be 0, which is how a stratified interval over-claims.
+    """
+    m = int(part.size)
+    if binary:
+        shrunk = (float(np.sum(part)) + 0.5) / (m + 1)
+        return shrunk * (1.0 - shrunk) / (m - 1)
+    return float(np.var(part, ddof=1)) / m
+
+
+def stratified_interval(
+    scores: Sequence[float] | npt.NDArray[Any],
+    strata: Sequence[str],
+    *,
+    clusters: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> Stratified:
+    """Interval of the stratified mean ``Σ_h W_h m_h`` (``W_h = n_h / n``), conditional on the
+    stratum sizes — valid only when the protocol fixed them by design (``publish.strata: fixed``).
+
+    Variance ``V = Σ_h W_h² v_h`` with ``v_h = s_h² / n_h`` (``s_h²`` with n_h − 1; for 0/1
+    outcomes from the shrunk proportion of :func:`_stratum_variance`), or, with clusters nested
+    in strata, the CR1 variance of each stratum's mean.
+
+    * 0/1 scores, no clusters: Wilson with the effective sample size ``p(1 − p) / V`` (the
+      design-effect form of Wilson used for survey proportions, Korn & Graubard 1998), which,
+      unlike a Wald interval, stays inside [0, 1] and does not collapse near the edges;
+    * otherwise: ``mean ± t · sqrt(V)`` with ``Σ_h (G_h − 1)`` degrees of freedom, clipped.
+
+    Returns ``interval=None`` with ``why_not`` when no stratified interval is meaningful (a
+    stratum with fewer than 2 tasks or clusters, clusters crossing strata, zero variance).
+    """
+    _check_confidence(confidence)
+    arr = _as_scores(scores, unit=True)
+    n = int(arr.size)
+    groups = _stratum_groups(strata, n)
+    z = normal_quantile(0.5 + confidence / 2.0)
+    binary = bool(np.all((arr == 0.0) | (arr == 1.0)))
+
+    def refuse(why: str) -> Stratified:
+        return Stratified(None, "stratified", 0.0, None, z, None, why)
+
+    if clusters is not None and not _nested(groups, clusters):
+        return refuse("clusters cross strata, so the strata cannot be treated as fixed")
+    variance = 0.0
+    df = 0
+    for members in groups:
+        part = arr[members]
+        weight = members.size / n
+        if clusters is None:
+            if members.size < 2:
+                return refuse("a stratum has fewer than 2 tasks")
+            variance += weight * weight * _stratum_variance(part, binary)
+            df += int(members.size) - 1
+        else:
+            labels = [clusters[int(i)] for i in members]
+            g_h = len(set(labels))
+            if g_h < 2:
+                return refuse("a stratum has fewer than 2 clusters")
+            variance += weight * weight * cr1_stderr(part, labels) ** 2
+            df += g_h - 1
+    mean = float(np.mean(arr))
+    if variance <= 0.0 or mean in (0.0, 1.0):
+        return refuse("every stratum's outcomes are constant, so the stratified variance is 0")
+    se = math.sqrt(variance)
+    if clusters is None and binary:
+        n_eff = mean * (1.0 - mean) / variance
+        return Stratified(_wilson_real(mean, n_eff, z), "stratified-wilson", se, None, z,
+                          n_eff, None)
+    q = t_quantile(0.5 + confidence / 2.0, df)
+    interval = (max(0.0, mean - q * se), min(1.0, mean + q * se))
+    return Stratified(interval, "stratified-t", se, df, q, None, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Power: the smallest difference `compare` can detect
+# ---------------------------------------------------------------------------------------------
+
+
+def mcnemar_power(n: int, discordance: float, diff: float, *, alpha: float = 0.05) -> float:
+    """Exact power of the two-sided exact McNemar test at level ``alpha`` (rejecting when
+    p < alpha, as `compare` does) on n paired tasks.
+
+    ``discordance`` is the chance that a task is passed by exactly one agent, ``diff`` the true
+    difference of pass rates (|diff| <= discordance). The number of discordant tasks D is
+    Binomial(n, discordance); given D, the tasks B wins are Binomial(D, (1 + diff/disc) / 2) and
+    the test rejects in both tails of Binomial(D, 1/2). Summed exactly over D.
+    """
+    if not 0.0 <= discordance <= 1.0 or abs(diff) > discordance + 1e-12:
+        raise ValueError("need 0 <= |diff| <= discordance <= 1")
+    if discordance == 0.0:
+        return 0.0
+    d = np.arange(n + 1)
+    weight = _sps.binom.pmf(d, n, discordance)
+    keep = weight > 1e-15
+    d, weight = d[keep], weight[keep]
+    # the largest c with 2·P(X <= c) < alpha under Binomial(D, 1/2), or -1
+    c = _sps.binom.ppf(alpha / 2.0, d, 0.5).astype(np.int64)
+    c = np.where(2.0 * _sps.binom.cdf(c, d, 0.5) < alpha, c, c - 1)
+    q = min(1.0, max(0.0, 0.5 * (1.0 + diff / discordance)))
+    reject = np.where(c >= 0, _sps.binom.cdf(c, d, q) + _sps.binom.sf(d - c - 1, d, q), 0.0)
+    return float(np.sum(weight * reject))
+
+
+def mdd_mcnemar(n: int, discordance: float, *, power: float = 0.8,
+                alpha: float = 0.05) -> float | None:
+    """Smallest true difference the exact McNemar test detects with ``power`` on n tasks with
+    the given discordance; None when even ``diff = discordance`` does not reach that power.
+
+    Why exact: a z-test formula overstated the power of the test `compare` really runs (its
+    nominal 80% was 0.69–0.89). Bisection on :func:`mcnemar_power`, monotone in diff.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if discordance <= 0.0 or mcnemar_power(n, discordance, discordance, alpha=alpha) < power:
+        return None
+    low, high = 0.0, discordance
+    for _ in range(50):
+        mid = (low + high) / 2.0
+        if mcnemar_power(n, discordance, mid, alpha=alpha) >= power:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def mdd_cluster_t(variance_of_diff: float, n: int, clusters: int, *, design_effect: float = 1.0,
+                  power: float = 0.8, alpha: float = 0.05) -> float | None:
+    """Smallest difference a cluster-robust paired t test (G − 1 df) detects with ``power``:
+    ``(t_{1−α/2} + t_{power}) · sqrt(Var(d) · deff / n)`` — the usual normal-approximation
+    power formula with t quantiles, inflated by the design effect of clustering. None when
+    that exceeds 1: no difference between two success rates is large enough."""
+    if variance_of_diff < 0 or not math.isfinite(variance_of_diff):
+        raise ValueError("variance of the paired difference must be finite and >= 0")
+    if n < 1 or clusters < 2:
+        raise ValueError("need n >= 1 and at least two clusters")
+    df = clusters - 1
+    factor = t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)
+    value = factor * math.sqrt(variance_of_diff * max(1.0, design_effect) / n)
+    return value if value <= 1.0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,34 +785,6 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(result.pvalue)
 
 
-def min_detectable_difference(
-    scores_variance_of_paired_diff: float,
-    n: int,
-    *,
-    power: float = 0.8,
-    alpha: float = 0.05,
-) -> float:
-    """Smallest true difference a paired comparison on n tasks detects with the given power.
-
-    Miller 2024 (arXiv:2411.00640, §4): ``MDD = (z_{1-alpha/2} + z_{power}) · sqrt(Var(d) / n)``,
-    where d is the per-task difference of the two agents' scores and the z are standard normal
-    quantiles (``scipy.stats.norm.ppf``).
-
-    Why: it tells, before running, whether a benchmark of n tasks can possibly resolve the
-    difference someone wants to claim; a comparison below this size is noise by design.
-    """
-    if scores_variance_of_paired_diff < 0 or not math.isfinite(scores_variance_of_paired_diff):
-        raise ValueError("variance of the paired difference must be finite and >= 0")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if not 0.0 < power < 1.0:
-        raise ValueError(f"power must be in (0, 1), got {power}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    z_alpha = float(_sps.norm.ppf(1.0 - alpha / 2.0))
-    z_power = float(_sps.norm.ppf(power))
-    return (z_alpha + z_power) * math.sqrt(scores_variance_of_paired_diff / n)
-
 
 # ---------------------------------------------------------------------------------------------
 # Published figures
@@ -518,16 +808,31 @@ def _contain(interval: Interval, point: float, lo: float = 0.0, hi: float = 1.0)
     return (float(low), float(high))
 
 
+BOOTSTRAP_DRAWS: Final[str] = (
+    "numpy.random.default_rng(seed) (PCG64); groups (strata, then clusters) in sorted-label "
+    "order; per resample of a group of m tasks: constant scores need no draw; 0/1 scores with k "
+    "ones draw the count of ones from Binomial(m, k/m) (Generator.binomial, size=resamples); "
+    "K distinct values with 40·K <= m draw Multinomial(m, freq) counts in chunks; otherwise "
+    "Generator.integers(0, m, size=(rows, m)) indices in chunks of 4 MiB / (16·m) rows; whole "
+    "clusters: Generator.integers(0, G, size=(rows, G)) and mean = Σ drawn sums / Σ drawn sizes; "
+    "interval = numpy.quantile(means, [0.025, 0.975]) (linear interpolation)"
+)
+"""The random-draw procedure of the percentile bootstrap, recorded in every report that uses it
+(docs/statistics.md spells it out so a third party can recompute the interval)."""
+
+
 @dataclass(frozen=True)
 class Headline:
     """The published success rate: never a bare mean, always with n and a 95% interval.
 
-    ``method`` is the interval actually reported; ``method_requested`` what the caller asked
-    for. ``degenerate`` is True when a requested bootstrap collapsed to zero width and Wilson
-    was published instead (``note`` says why). ``resamples`` is the number of bootstrap
-    resamples actually drawn (0 when the requested method needs none). ``wilson95`` is filled
-    for 0/1 scores as a cross-check and ``None`` for fractional (multi-epoch) scores;
-    ``clustered_stderr`` is filled only when clusters were given.
+    ``method`` is the interval actually reported (``wilson``, ``clopper-pearson``, ``cluster-
+    wilson``, ``stratified-wilson``, ``stratified-t`` or ``bootstrap``) and ``reason`` says why
+    it was chosen; ``method_requested`` is what the protocol asked for (``auto`` by default).
+    ``degenerate`` is True when a requested bootstrap collapsed to zero width and the automatic
+    choice was published instead (``note`` says why). ``quantile`` and ``df`` are the normal or
+    t quantile and degrees of freedom of a closed-form interval, so the figure can be recomputed
+    with numpy alone; ``draws`` describes the bootstrap's random draws when one was used.
+    ``wilson95`` is Wilson on k/n for 0/1 scores (None for fractional scores).
     """
 
     n: int
@@ -535,37 +840,99 @@ class Headline:
     ci95: Interval
     method: str
     method_requested: str
+    reason: str
     degenerate: bool
     note: str | None
     seed: int
     resamples: int
+    draws: str | None
     wilson95: Interval | None
     stderr: float
-    clustered_stderr: float | None
+    cr1_stderr: float | None
+    clusters: int | None
+    df: int | None
+    quantile: float | None
+    stratified: bool
+    conditional_on_strata: bool
+    effective_n: float | None
+
+
+@dataclass(frozen=True)
+class _Choice:
+    ci: Interval
+    method: str
+    reason: str
+    df: int | None = None
+    quantile: float | None = None
+    effective_n: float | None = None
+    stratified: bool = False
+
+
+def _distinct(labels: Sequence[str] | None) -> int:
+    return len(set(labels)) if labels is not None else 0
+
+
+def _automatic(arr: FloatArray, *, strata: Sequence[str] | None,
+               clusters: Sequence[str] | None, notes: list[str]) -> _Choice:
+    """The default interval (``ci_method: auto``), chosen from the design alone."""
+    n = int(arr.size)
+    binary = bool(np.all((arr == 0.0) | (arr == 1.0)))
+    count = round(float(np.sum(arr)))
+    wil = wilson(count, n)
+    z = normal_quantile(0.975)
+    if strata is not None:
+        st = stratified_interval(arr, strata, clusters=clusters)
+        if st.interval is not None:
+            return _Choice(st.interval, st.method,
+                           "publish.strata: fixed — stratified estimator with n_h − 1 variance, "
+                           "conditional on the stratum sizes", st.df, st.quantile,
+                           st.effective_n, stratified=True)
+        notes.append(f"not stratified: {st.why_not}")
+    g = _distinct(clusters)
+    if clusters is not None and g >= 2:
+        ct = cluster_wilson_interval(arr, clusters)
+        return _Choice(_hull(ct.interval, wil), "cluster-wilson",
+                       f"tasks share clusters ({g} clusters): SE = max(iid SE, CR1 SE), "
+                       f"t(G−1 = {ct.df}) quantile, in Wilson's score form; never narrower "
+                       "than Wilson", ct.df, ct.quantile, ct.effective_n)
+    if clusters is not None:
+        notes.append("all tasks share one cluster: the interval describes that cluster's tasks "
+                     "only")
+    if binary or n < 2:
+        return _Choice(wil, "wilson", "0/1 scores of independent tasks: Wilson score interval",
+                       quantile=z)
+    ct = cluster_wilson_interval(arr, [str(i) for i in range(n)])
+    return _Choice(_hull(ct.interval, wil), "cluster-wilson",
+                   f"fractional scores: each task's attempts form one cluster; SE over tasks, "
+                   f"t(n−1 = {ct.df}) quantile, in Wilson's score form; never narrower than "
+                   f"Wilson on round(Σ) = {count} of {n}", ct.df, ct.quantile, ct.effective_n)
 
 
 def headline(
     scores: Sequence[float] | npt.NDArray[Any],
     *,
     seed: int,
-    method: str = "bootstrap",
+    method: str = "auto",
     resamples: int = 10_000,
     strata: Sequence[str] | None = None,
+    strata_fixed: bool = False,
     clusters: Sequence[str] | None = None,
 ) -> Headline:
     """Compute the published figure for per-task scores in [0, 1].
 
-    Why this shape: a reader must be able to see n, the interval and how it was obtained, and
-    must never be shown a zero-width "interval". So:
+    Why this shape: the interval must really cover 95% (docs/statistics.md), and a reader must
+    see n, the interval and how it was obtained. Labels can only widen it:
 
-    * ``method="bootstrap"`` (default): percentile bootstrap honouring strata/clusters. If it
-      has zero width (all outcomes equal, constant strata, a single cluster; a width within
-      1e-9 of zero counts as zero), Wilson on ``round(sum)`` of n is published instead, with
-      ``method="wilson"``, ``degenerate=True`` and a note.
-    * ``method="wilson"`` / ``"clopper-pearson"``: binomial intervals on ``round(sum)`` of n.
-      For fractional scores that treats the total as a count, which is conservative because a
-      [0, 1] score with mean p has variance at most p(1-p); the note says so. These methods
-      ignore strata and clusters; when clusters are given the note points to the clustered SE.
+    * ``strata`` change the headline only with ``strata_fixed`` (the protocol declared the
+      stratum sizes fixed by design); otherwise they are ignored here and reported per stratum.
+    * ``clusters`` (tasks sharing a label; use :func:`cluster_labels`) are never split.
+
+    ``method="auto"`` (default): fixed strata → :func:`stratified_interval`; clusters →
+    :func:`cluster_wilson_interval` joined with Wilson; 0/1 scores → Wilson; fractional scores
+    (epochs) → the same over tasks (each task's attempts one cluster), joined with Wilson.
+    ``"bootstrap"``: percentile bootstrap (cluster and fixed-strata aware), with a note below
+    n = 100, and the automatic interval instead when it has zero width. ``"wilson"`` /
+    ``"clopper-pearson"``: on round(Σ scores) of n, ignoring clusters (the note says so).
 
     Raises ValueError for n == 0, a score outside [0, 1], or an unknown method.
     """
@@ -577,73 +944,145 @@ def headline(
     mean = float(np.mean(arr))
     binary = bool(np.all((arr == 0.0) | (arr == 1.0)))
     count = round(float(np.sum(arr)))
-    wilson95 = wilson(count, n) if binary else None
-    cse = clustered_stderr(arr, clusters) if clusters is not None else None
+    groups = list(clusters) if clusters is not None and _distinct(clusters) < n else None
+    if groups is not None and len(groups) != n:
+        raise ValueError(f"clusters must have one label per task ({n}), got {len(groups)}")
+    fixed = list(strata) if strata is not None and strata_fixed else None
     notes: list[str] = []
     degenerate = False
     drawn = 0
+    draws: str | None = None
 
-    if method == "bootstrap":
-        drawn = resamples
-        ci = bootstrap_interval(
-            arr, seed=seed, resamples=resamples, strata=strata, clusters=clusters
-        )
-        # Zero width up to roundoff: a width no display precision can show is no interval.
+    if method == "auto":
+        choice = _automatic(arr, strata=fixed, clusters=groups, notes=notes)
+    elif method == "bootstrap":
+        use_strata = fixed
+        if fixed is not None and groups is not None and not _nested(
+                _stratum_groups(fixed, n), groups):
+            use_strata = None
+            notes.append("not stratified: clusters cross strata")
+        ci = bootstrap_interval(arr, seed=seed, resamples=resamples, strata=use_strata,
+                                clusters=groups)
         if ci[1] - ci[0] <= _ROUNDOFF:
             degenerate = True
-            reason = (
-                "all outcomes are equal" if np.ptp(arr) == 0.0 else "resampled means do not vary"
-            )
-            notes.append(
-                f"bootstrap interval has zero width ({reason}); "
-                f"reporting Wilson 95% on {count}/{n} instead"
-            )
-            if clusters is not None:
-                notes.append("the Wilson fallback ignores clustering")
-            ci = wilson(count, n)
-            used = "wilson"
+            reason = ("all outcomes are equal" if np.ptp(arr) == 0.0
+                      else "resampled means do not vary")
+            choice = _automatic(arr, strata=fixed, clusters=groups, notes=notes)
+            notes.insert(0, f"bootstrap interval has zero width ({reason}); reporting the "
+                            f"automatic {choice.method} interval instead")
         else:
-            used = "bootstrap"
+            drawn, draws = resamples, BOOTSTRAP_DRAWS
+            choice = _Choice(ci, "bootstrap", "publish.ci_method: bootstrap (percentile"
+                             + (", whole clusters resampled" if groups else "")
+                             + (", within fixed strata" if use_strata else "") + ")",
+                             stratified=use_strata is not None)
+            if n < 100:
+                lo, hi = wilson(count, n)
+                notes.append(f"the percentile bootstrap under-covers below n = 100 (minimum "
+                             f"coverage about 0.85 at n = 54); Wilson gives [{lo:.4f}, {hi:.4f}]")
+            if groups is not None and _distinct(groups) < 30:
+                notes.append("a cluster bootstrap under-covers with few clusters (0.82–0.92 at "
+                             "10 clusters); the default cluster-wilson interval does not")
     else:
         ci = wilson(count, n) if method == "wilson" else clopper_pearson(count, n)
-        used = method
-        if clusters is not None:
-            notes.append(
-                f"{method} treats tasks as independent and ignores clusters; "
-                "compare stderr with clustered_stderr"
-            )
-    if not binary and used != "bootstrap":
-        notes.append(
-            f"fractional scores: binomial interval on round(sum) = {count} of {n} "
-            "(conservative, since a [0, 1] score with mean p has variance <= p(1-p))"
-        )
-
+        choice = _Choice(ci, method, f"publish.ci_method: {method}",
+                         quantile=normal_quantile(0.975) if method == "wilson" else None)
+        if groups is not None:
+            notes.append(f"{method} treats tasks as independent and ignores the "
+                         f"{_distinct(groups)} clusters; compare stderr with cr1_stderr")
+        if fixed is not None:
+            notes.append(f"{method} ignores publish.strata: fixed")
+        if not binary:
+            notes.append(f"fractional scores: binomial interval on round(sum) = {count} of {n} "
+                         "(conservative, since a [0, 1] score with mean p has variance <= "
+                         "p(1-p))")
+    reason = choice.reason
+    if strata is not None and not strata_fixed:
+        reason += ("; strata are reported one by one and do not narrow the headline "
+                   "(publish.strata is not 'fixed')")
+    g = _distinct(groups)
     return Headline(
         n=n,
         mean=mean,
-        ci95=_contain(ci, mean),
-        method=used,
+        ci95=_contain(choice.ci, mean),
+        method=choice.method,
         method_requested=method,
+        reason=reason,
         degenerate=degenerate,
         note="; ".join(notes) if notes else None,
         seed=int(seed),
         resamples=drawn,
-        wilson95=wilson95,
+        draws=draws,
+        wilson95=wilson(count, n) if binary else None,
         stderr=stderr(arr),
-        clustered_stderr=cse,
+        cr1_stderr=cr1_stderr(arr, groups) if groups is not None and g >= 2 else None,
+        clusters=g if groups is not None else None,
+        df=choice.df,
+        quantile=choice.quantile,
+        stratified=choice.stratified,
+        conditional_on_strata=choice.stratified,
+        effective_n=choice.effective_n,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired comparison
+# ---------------------------------------------------------------------------------------------
+
+
+def newcombe_paired(both: int, first_only: int, second_only: int, neither: int,
+                    confidence: float = 0.95) -> Interval:
+    """Newcombe's (1998, Stat. Med. 17:2635, method 10) interval for ``p_first − p_second`` on
+    paired 0/1 outcomes: Wilson intervals of both margins combined by "square and add" with
+    the (continuity-corrected) phi correlation of the 2×2 table.
+
+    Why: the paired Wald interval and the percentile bootstrap both under-cover and collapse
+    near 0 and 1; Newcombe's hybrid score interval keeps close to nominal coverage, and agrees
+    with the exact McNemar test far more often than a bootstrap does.
+    """
+    n = both + first_only + second_only + neither
+    if n <= 0:
+        raise ValueError("an empty table has no interval")
+    z = normal_quantile(0.5 + confidence / 2.0)
+    k1, k2 = both + first_only, both + second_only
+    p1, p2 = k1 / n, k2 / n
+    l1, u1 = _wilson_real(p1, n, z) if 0 < k1 < n else wilson(k1, n, confidence)
+    l2, u2 = _wilson_real(p2, n, z) if 0 < k2 < n else wilson(k2, n, confidence)
+    margins = (k1, n - k1, k2, n - k2)
+    phi = 0.0
+    if all(m > 0 for m in margins):
+        det = both * neither - first_only * second_only
+        root = math.sqrt(float(np.prod(np.array(margins, dtype=np.float64))))
+        if det > n / 2:
+            phi = (det - n / 2) / root
+        elif det < 0:
+            phi = det / root
+    theta = p1 - p2
+    low = theta - math.sqrt(max(0.0, (p1 - l1) ** 2 + (u2 - p2) ** 2
+                                - 2 * phi * (p1 - l1) * (u2 - p2)))
+    high = theta + math.sqrt(max(0.0, (p2 - l2) ** 2 + (u1 - p1) ** 2
+                                 - 2 * phi * (p2 - l2) * (u1 - p1)))
+    return (max(-1.0, low), min(1.0, high))
+
+
+def _t_test_p(estimate: float, se: float, df: int) -> float:
+    """Two-sided p of ``estimate / se`` against Student t on ``df`` degrees of freedom."""
+    if se <= 0.0:
+        return 1.0 if estimate == 0.0 else 0.0
+    return float(2.0 * _sps.t.sf(abs(estimate) / se, df))
 
 
 @dataclass(frozen=True)
 class PairedComparison:
     """Agent B versus agent A on the same tasks; ``diff = mean_b - mean_a``.
 
-    ``table`` is ``((both pass, A only), (B only, both fail))`` for 0/1 outcomes; for fractional
-    scores no such table exists and it is ``((0, 0), (0, 0))`` with ``mcnemar_p = None``.
-    ``discordant_a_only`` / ``discordant_b_only`` count tasks where A (resp. B) scored strictly
-    higher, which for 0/1 outcomes are exactly the McNemar discordant cells. ``correlation`` is
-    Pearson's r between the two agents' task scores (None if either is constant): a high r is
-    why a paired comparison is much tighter than two separate intervals.
+    ``method`` is the interval (``newcombe``, ``cluster-t`` or ``paired-t``) and ``test`` the
+    test whose ``p_value`` is reported (exact McNemar without clusters, else the cluster-robust
+    t test of the same standard error as the interval). ``table`` is ``((both pass, A only),
+    (B only, both fail))`` for 0/1 outcomes and None for fractional scores.
+    ``discordant_a_only`` / ``discordant_b_only`` count tasks where A (resp. B) scored higher.
+    ``correlation`` is Pearson's r between the two agents' task scores (None if either is
+    constant).
     """
 
     n: int
@@ -652,58 +1091,72 @@ class PairedComparison:
     diff: float
     ci95: Interval
     method: str
-    mcnemar_p: float | None
-    table: tuple[tuple[int, int], tuple[int, int]]
+    test: str
+    p_value: float
+    df: int | None
+    se: float | None
+    clusters: int | None
+    table: tuple[tuple[int, int], tuple[int, int]] | None
     correlation: float | None
     discordant_a_only: int
     discordant_b_only: int
+    note: str | None
 
 
 def paired_comparison(
     a: Sequence[float] | npt.NDArray[Any],
     b: Sequence[float] | npt.NDArray[Any],
     *,
-    seed: int,
-    resamples: int = 10_000,
     clusters: Sequence[str] | None = None,
 ) -> PairedComparison:
     """Compare two agents on the same tasks (``a[i]`` and ``b[i]`` are the same task).
 
-    Why paired: both agents face the same task difficulties, so resampling task indices jointly
-    cancels the shared difficulty and gives a far tighter interval for ``mean(b) - mean(a)``
-    than two independent intervals would. Since the same indices are drawn for both agents,
-    the resampled difference is the resampled mean of ``d = b - a``; its percentile interval is
-    reported. With ``clusters``, whole clusters are resampled jointly ("cluster-bootstrap"),
-    which widens the interval when outcomes are correlated within clusters.
+    Why paired: both agents face the same task difficulties, so the per-task difference
+    ``d = b - a`` cancels them. Without clusters, 0/1 outcomes get Newcombe's interval and the
+    exact McNemar test. With clusters (tasks sharing a label), McNemar's independence
+    assumption fails (it rejected 10% of the time at a nominal 5% on clustered tasks), so both
+    the interval and the test come from the cluster-robust t of ``d``: one standard error,
+    max(iid, CR1), on G − 1 degrees of freedom. Fractional scores use the same t over tasks.
     """
     arr_a = _as_scores(a, unit=True, name="a")
     arr_b = _as_scores(b, unit=True, name="b")
     if arr_a.shape != arr_b.shape:
         raise ValueError(f"a and b must be aligned by task, got lengths {arr_a.size}, {arr_b.size}")
     n = int(arr_a.size)
-    mean_a = float(np.mean(arr_a))
-    mean_b = float(np.mean(arr_b))
+    mean_a, mean_b = float(np.mean(arr_a)), float(np.mean(arr_b))
     diff = mean_b - mean_a
     d = arr_b - arr_a
-    ci = _contain(
-        bootstrap_interval(d, seed=seed, resamples=resamples, clusters=clusters),
-        diff,
-        lo=-1.0,
-        hi=1.0,
-    )
     a_only = int(np.count_nonzero(arr_a > arr_b))
     b_only = int(np.count_nonzero(arr_b > arr_a))
-    binary = bool(
-        np.all((arr_a == 0.0) | (arr_a == 1.0)) and np.all((arr_b == 0.0) | (arr_b == 1.0))
-    )
+    binary = bool(np.all((arr_a == 0.0) | (arr_a == 1.0)) and
+                  np.all((arr_b == 0.0) | (arr_b == 1.0)))
+    table: tuple[tuple[int, int], tuple[int, int]] | None = None
     if binary:
         both_pass = int(np.count_nonzero((arr_a == 1.0) & (arr_b == 1.0)))
         both_fail = int(np.count_nonzero((arr_a == 0.0) & (arr_b == 0.0)))
         table = ((both_pass, a_only), (b_only, both_fail))
-        p_value: float | None = mcnemar_exact(a_only, b_only)
+    groups = list(clusters) if clusters is not None and _distinct(clusters) < n else None
+    note: str | None = None
+    if groups is not None and _distinct(groups) < 2:
+        note = "all tasks share one cluster: compared as independent tasks"
+        groups = None
+    if groups is None and binary:
+        assert table is not None
+        ci = newcombe_paired(table[0][0], b_only, a_only, table[1][1])
+        method, test, p = "newcombe", "exact McNemar", mcnemar_exact(a_only, b_only)
+        df = se = g = None
+    elif n >= 2:
+        labels = groups if groups is not None else [str(i) for i in range(n)]
+        ct = cluster_t_interval(d, labels, bounds=(-1.0, 1.0))
+        ci, df, se = ct.interval, ct.df, ct.se
+        g = ct.clusters if groups is not None else None
+        method = "cluster-t" if groups is not None else "paired-t"
+        test = (f"cluster-robust t (CR1, {df} df)" if groups is not None
+                else f"paired t ({df} df)")
+        p = _t_test_p(diff, ct.se, ct.df)
     else:
-        table = ((0, 0), (0, 0))
-        p_value = None
+        ci, method, test, p, df, se, g = (-1.0, 1.0), "paired-t", "none (one task)", 1.0, \
+            None, None, None
     correlation: float | None = None
     if n >= 2 and np.ptp(arr_a) > 0.0 and np.ptp(arr_b) > 0.0:
         # Near-constant inputs (e.g. subnormal spreads) can underflow the standard deviation;
@@ -712,15 +1165,8 @@ def paired_comparison(
             r = float(np.corrcoef(arr_a, arr_b)[0, 1])
         correlation = r if math.isfinite(r) else None
     return PairedComparison(
-        n=n,
-        mean_a=mean_a,
-        mean_b=mean_b,
-        diff=diff,
-        ci95=ci,
-        method="paired-bootstrap" if clusters is None else "cluster-bootstrap",
-        mcnemar_p=p_value,
-        table=table,
-        correlation=correlation,
-        discordant_a_only=a_only,
-        discordant_b_only=b_only,
+        n=n, mean_a=mean_a, mean_b=mean_b, diff=diff,
+        ci95=_contain(ci, diff, lo=-1.0, hi=1.0), method=method, test=test, p_value=p,
+        df=df, se=se, clusters=g, table=table, correlation=correlation,
+        discordant_a_only=a_only, discordant_b_only=b_only, note=note,
     )
