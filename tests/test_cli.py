@@ -105,9 +105,19 @@ def test_rulebook_publishes_and_beats_a_weaker_variant_in_compare(
     result = runner.invoke(main, ["compare", weaker["run_id"], rulebook["run_id"], "--ledger",
                                   str(ledger)])
     assert result.exit_code == 0, result.stderr
-    assert "B - A" in result.output and "McNemar" in result.output
+    assert "B - A" in result.output
     lost = json.loads(runner.invoke(main, ["compare", weaker["run_id"], rulebook["run_id"],
                                            "--ledger", str(ledger), "--format", "json"]).output)
+    # The example's libraries are clusters: the cluster-level test, not plain McNemar
+    paired = lost["paired"]
+    assert paired["method"] == "cluster-t" and paired["clusters"] == 8 and paired["df"] == 7
+    assert paired["test"] == "cluster-robust t (CR1, 7 df)"
+    assert "cluster-robust t (CR1, 7 df): p = " in result.output
+    assert "McNemar" not in result.output
+    rejects, excludes = paired["p"] < 0.05, paired["ci95"][0] > 0.0
+    assert rejects == excludes  # one standard error serves the interval and the test
+    assert lost["verdict"].startswith("B is better on this exam — " if rejects
+                                      else "inconclusive — the data do not tell A and B apart")
     b_only = lost["disagreements"]["b_only"]
     assert b_only and all(task.startswith("textkit-") for task in b_only)
     for task in b_only:
@@ -153,3 +163,9 @@ def test_demo_prints_identity_n_mean_and_interval(tmp_path: Path) -> None:
     assert lo < mean < hi
     report = json.loads(Path(fields["report"]).read_text())
     assert report["mean"] == pytest.approx(mean, abs=5e-5)
+    # The example's libraries are clusters: a cluster-aware interval, named, never narrower
+    # than Wilson's
+    assert report["ci_method"] == "cluster-wilson" and "(cluster-wilson)" in fields["95%"]
+    assert "tasks share clusters (8 clusters)" in fields["interval"]
+    w_lo, w_hi = report["interval"]["wilson95"]
+    assert lo <= w_lo + 5e-5 and hi >= w_hi - 5e-5
