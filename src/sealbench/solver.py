@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
+from sealbench.patchpaths import diff_paths
 from sealbench.protocol import Task
 from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_ran
 from sealbench.workspace import (
@@ -34,7 +35,6 @@ from sealbench.workspace import (
     ObjectStore,
     WorkspaceTooLarge,
     capped,
-    diff_paths,
     git,
     remove_tree,
     survey,

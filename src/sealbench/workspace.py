@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -321,17 +322,56 @@ def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
     return tuple(sorted(changed))
 
 
-def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
-    """Symlinks whose target lies outside the workspace; recorded, never followed."""
-    bad: list[str] = []
-    for rel, entry in tree.items():
-        if entry.mode != MODE_LINK:
+MAX_LINK_HOPS = 40  # the kernel's own limit on links followed in one lookup
+
+
+def link_escapes(rel: str, target: str, readlink: Callable[[str], str | None]) -> bool:
+    """Does the symlink at workspace path `rel`, pointing at `target`, lead out of the root?
+
+    Resolved the way the kernel would, one component at a time, with every link on the way
+    followed (`readlink(path)` gives a link's target, None for anything else): `d -> .` then
+    `e -> d/d/../..` is outside, though `normpath` says it is not. An absolute target, a `..`
+    above the root, or a chain longer than MAX_LINK_HOPS counts as escaping.
+    """
+    if os.path.isabs(target):
+        return True
+    parts = rel.split("/")[:-1]
+    pending = list(reversed(target.split("/")))
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
             continue
-        target = os.fsdecode(entry.data)
-        resolved = os.path.normpath(os.path.join(root, os.path.dirname(rel), target))
-        if os.path.isabs(target) or not Path(resolved).is_relative_to(root):
-            bad.append(rel)
-    return tuple(sorted(bad))
+        if part == "..":
+            if not parts:
+                return True
+            parts.pop()
+            continue
+        found = readlink("/".join([*parts, part]))
+        if found is None:
+            parts.append(part)
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS or os.path.isabs(found):
+            return True
+        pending.extend(reversed(found.split("/")))
+    return False
+
+
+def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
+    """Symlinks whose chain leads outside the workspace; judged, never followed by the
+    harness (readlink and lstat only, see link_escapes)."""
+    top = str(root)
+
+    def readlink(rel: str) -> str | None:
+        try:
+            return os.fsdecode(os.readlink(os.path.join(top, rel)))
+        except OSError:  # not a link, or not there
+            return None
+
+    return tuple(sorted(rel for rel, entry in tree.items()
+                        if entry.mode == MODE_LINK
+                        and link_escapes(rel, os.fsdecode(entry.data), readlink)))
 
 
 MAX_ENTRIES = 100_000
@@ -381,20 +421,6 @@ def capped(change: Change, max_diff: int | None) -> Change:
     return replace(change, diff=change.diff[:max_diff],
                    diff_too_large=f"diff larger than budget.max_diff_bytes ({max_diff} bytes); "
                                   f"only the first {max_diff} bytes are kept")
-
-
-def diff_paths(diff: bytes) -> tuple[str, ...]:
-    """Paths a git-format diff touches, for a diff the solver printed itself."""
-    paths: set[str] = set()
-    for line in diff.splitlines():
-        if line.startswith(b"diff --git "):
-            rest = line[len(b"diff --git "):].decode(errors="replace")
-            if " b/" in rest:
-                a, b = rest.split(" b/", 1)
-                paths.update({a.removeprefix("a/"), b})
-        elif line.startswith((b"--- a/", b"+++ b/")):
-            paths.add(line[6:].decode(errors="replace").rstrip("\t"))
-    return tuple(sorted(paths))
 
 
 def remove_tree(path: Path) -> bool:
