@@ -1222,3 +1222,53 @@ def test_terminal_escapes_from_a_solver_are_never_printed_raw(base: Path, cli: A
     assert "\\x1b[2J" in outputs["show"].output  # shown, visibly escaped
     for path in (result.report_path.with_suffix(".md"), result.report_path.with_suffix(".html")):
         assert "\x1b" not in path.read_text()
+
+
+FILL_WITHIN_BUDGET = r'''
+if TASK == "toy-001":  # a real edit, then the rest of a small scratch disk filled from .git
+    open("data.bin", "wb").write(os.urandom(3 << 20))
+    try:
+        with open(".git/filler", "wb") as handle:
+            while True:
+                handle.write(b"\0" * (1 << 16))
+                handle.flush()
+    except OSError as exc:
+        report(error=exc.errno)
+'''
+
+
+@pytest.mark.parametrize(("budget", "outcome"), [(4 << 20, "violation"),
+                                                 (256 << 20, "infrastructure_error")])
+def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
+        base: Path, monkeypatch: pytest.MonkeyPatch, budget: int, outcome: str) -> None:
+    """ENOSPC while the workspace is over its own budget is the solver's; within its budget
+    the scratch is too small for the protocol, and that is the harness's (retried, reported
+    apart, with a hint)."""
+    import subprocess
+
+    scratch = base / "scratch"
+    scratch.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(scratch)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
+        proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {budget}\n")
+        command = hostile_solver(base / "agent", after=FILL_WITHIN_BUDGET)
+        try:
+            result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+            run_id = result.run_id
+        except Refused:  # where infrastructure errors block publication
+            run_id = ledger.runs()[0].run_id
+        row = records(ledger, run_id)["toy-001"]
+        print(f"\n[full disk, budget {budget}] {row['outcome']}: {row['detail']}")
+        assert row["outcome"] == outcome
+        if outcome == "violation":
+            assert ".git included" in row["detail"]
+            assert hostile_report(ledger, row)["error"] == 28
+        else:
+            assert "No space left" in row["detail"] and "within its budget" in row["detail"]
+        assert list(scratch.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)

@@ -338,12 +338,6 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResul
             raise AttemptInterrupted(task.id)
         try:
             change = _collect(ws, execution, task, ctx)
-            refused = _refusal(ws.refuse_file)
-            if change.diff_too_large is not None and ctx.diff_source == "stdout":
-                # the printed diff is stdout: keep no more of it than of any diff
-                execution = replace(execution, stdout=change.diff)
-        except SolverFault as fault:
-            return judge(task, execution, Change(b"", (), (), fault=str(fault)), None, ctx)
         except OSError as exc:
             over = _over_budget(ws.root, ctx) if _disk_full(exc) else None
             if over is not None:
@@ -352,6 +346,13 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResul
                                       + (" (the workspace was within its budget: give the "
                                          "scratch filesystem more room)" if _disk_full(exc)
                                          else "")) from exc
+        try:
+            refused = _refusal(ws.refuse_file)
+        except SolverFault as fault:
+            change, refused = replace(change, fault=str(fault)), None
+        if change.diff_too_large is not None and ctx.diff_source == "stdout":
+            # the printed diff is stdout: keep no more of it than of any diff
+            execution = replace(execution, stdout=change.diff)
         try:
             return judge(task, execution, change, refused, ctx)
         except OSError as exc:
@@ -479,8 +480,6 @@ def judge(
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
     if change.oversize is not None:
         return result("violation", change.oversize)
-    if change.fault is not None:
-        return result("violation", change.fault)
     if change.diff_too_large is not None:
         return result("violation", change.diff_too_large)
     if change.unreadable is not None:
@@ -496,6 +495,8 @@ def judge(
         return result("violation",
                       f"touched {touched} files, budget.max_files_touched is "
                       f"{ctx.max_files_touched}")
+    if change.fault is not None:  # in place of a refusal: a refuse path it cannot read back
+        return result("violation", change.fault)
     if refused is not None:
         return result("refused", refused)
     if execution.returncode != 0:
