@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,10 +55,19 @@ def _deep(root: Path, levels: int, name: str = "d") -> Path:
     return root
 
 
+@pytest.fixture
+def deep_tmp(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path, emptied with remove_tree afterwards even when the test failed: pytest's own
+    clean-up of old temp dirs is a recursive rmtree, which a 1,500-level tree would crash."""
+    yield tmp_path
+    remove_tree(tmp_path)
+
+
 # --------------------------------------------------------------------------- removal
 
 
-def test_remove_tree_takes_a_1500_level_tree(tmp_path: Path) -> None:
+def test_remove_tree_takes_a_1500_level_tree(deep_tmp: Path) -> None:
+    tmp_path = deep_tmp
     tree = tmp_path / "t"
     tree.mkdir()
     _deep(tree, 1500)
@@ -87,9 +97,9 @@ def test_remove_tree_fixes_modes_only_inside_the_tree(tmp_path: Path) -> None:
     sibling = parent / "sibling"
     sibling.mkdir(mode=0o705)
     before = _modes(parent, sibling, tmp_path)
-    assert remove_tree(tree)
-    assert not tree.exists()
+    gone = remove_tree(tree)
     assert _modes(parent, sibling, tmp_path) == before
+    assert gone and not tree.exists()
 
 
 def test_remove_tree_of_something_gone_touches_nothing(tmp_path: Path) -> None:
@@ -97,8 +107,9 @@ def test_remove_tree_of_something_gone_touches_nothing(tmp_path: Path) -> None:
     sweep removed it first): on /tmp that breaks every other user."""
     tmp_path.chmod(0o1777)
     before = _modes(tmp_path)
-    assert remove_tree(tmp_path / "never-there")
+    gone = remove_tree(tmp_path / "never-there")
     assert _modes(tmp_path) == before
+    assert gone
 
 
 def test_remove_tree_never_follows_a_symlink(tmp_path: Path) -> None:
@@ -174,7 +185,8 @@ def test_concurrent_sweeps_in_processes_touch_nothing_else(tmp_path: Path) -> No
     assert list(root.iterdir()) == []
 
 
-def test_a_sweep_that_died_leaves_a_claim_the_next_sweep_takes(tmp_path: Path) -> None:
+def test_a_sweep_that_died_leaves_a_claim_the_next_sweep_takes(deep_tmp: Path) -> None:
+    tmp_path = deep_tmp
     claim = tmp_path / f"{SCRATCH_PREFIX}{_dead_pid()}-swept-0123456789ab"
     claim.mkdir()
     _deep(claim, 1200)
