@@ -427,10 +427,11 @@ def remove_tree(path: Path) -> bool:
     """Remove a directory tree whatever the solver left in it; True when it is gone.
 
     Iterative and fd-relative, so neither depth (a 1,500-level tree) nor path length (deeper
-    than PATH_MAX) can stop it or exhaust the recursion limit, and at most two descriptors are
-    open at any time. Modes are changed only on directories *inside* the tree (to let us list
-    and empty them), never on its parent: a tree that vanished under us (another sweep got it
-    first) is simply gone. The caller must own the tree — no process may still write in it.
+    than PATH_MAX) can stop it or exhaust the recursion limit, and a constant handful of
+    descriptors is open whatever the depth. Never raises. Modes are changed only on
+    directories *inside* the tree (to let us list and empty them), never on its parent: a
+    tree that vanished under us (another sweep got it first) is simply gone. The caller must
+    own the tree — no process may still write in it.
     """
     try:
         top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -451,6 +452,8 @@ def remove_tree(path: Path) -> bool:
             return False
     try:
         _empty_directory(top)
+    except OSError:
+        pass  # whatever could not go is left; the rmdir below says so
     finally:
         os.close(top)
     try:
