@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import resource
 import shutil
@@ -925,3 +926,349 @@ def test_leftovers_the_harness_cannot_read_are_the_solvers_violation(
     assert len(rows["toy-003"]["detail"]) < 2100
     assert result.report["infrastructure_errors"] == 0
     assert result.report["n"] == 4
+
+
+# --------------------------------------------------------------------------- 12. attribution
+#
+# Nothing a solver does to what it leaves behind (refuse file, workspace, names, depth, the
+# scratch disk) may turn its attempt into an unscored infrastructure error: each is its own
+# `violation`, n stays what a clean run gives, the run goes on, later runs are unaffected, and
+# no directory outside the removed trees changes mode.
+
+
+def sealed_variant(base: Path, *, n: int, budget: str = "", stdout: bool = False
+                   ) -> tuple[Path, Ledger]:
+    """Like sealed_toy, with extra `budget:` lines and/or the diff taken from stdout."""
+    proto = make_protocol(base / "proto", n=n, min_n=3)
+    shutil.rmtree(base / ".scratch-proto")
+    yaml = proto / "protocol.yaml"
+    text = yaml.read_text().replace("budget:\n", "budget:\n" + budget)
+    if stdout:
+        text = text.replace("diff_source: workspace", "diff_source: stdout")
+    yaml.write_text(text)
+    ledger = Ledger(base / "ledger" / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    return proto, ledger
+
+
+def clean_n(proto: Path, ledger: Ledger, base: Path, **options: Any) -> int:
+    """n of the same protocol under the well-behaved toy solver."""
+    result = run(proto, write_solver(base / "clean"), ledger=ledger,
+                 options=RunOptions(**options))
+    assert result.report["infrastructure_errors"] == 0
+    return int(result.report["n"])
+
+
+def _dir_modes(path: Path) -> dict[str, int]:
+    """Modes of a directory and of every parent up to /."""
+    return {str(p): p.stat().st_mode for p in (path, *path.parents)}
+
+
+STATE_GAMES = r'''
+import stat
+refuse = os.environ["SEALBENCH_REFUSE_FILE"]
+seen = {}
+try:
+    if TASK == "toy-000":  # the attack that worked: refuse, then make the refusal unreadable
+        open(refuse, "w").write("no")
+        os.chmod(refuse, 0)
+    elif TASK == "toy-001":
+        os.mkdir(refuse)
+    elif TASK == "toy-002":
+        os.mkfifo(refuse)
+    elif TASK == "toy-003":
+        os.symlink("/etc/shadow", refuse)
+    elif TASK == "toy-004":
+        open(refuse, "w").write("no")
+        os.chmod(os.path.dirname(refuse), 0)
+    elif TASK in ("toy-005", "toy-006"):  # 600 MiB where the budget did not look
+        where = ".git/objects/pack/junk" if TASK == "toy-005" else "vendor/lib/.git/junk"
+        os.makedirs(os.path.dirname(where), exist_ok=True)
+        block = os.urandom(1 << 20)
+        with open(where, "wb") as handle:
+            for _ in range(600):
+                handle.write(block)
+        seen["bytes"] = os.path.getsize(where)
+    elif TASK == "toy-007":  # lexically inside, really the workspace's parent
+        os.symlink(".", "d")
+        os.symlink("d/d/../..", "e")
+        seen["through e"] = sorted(os.listdir("e"))
+    elif TASK == "toy-008":  # a 100 MB diff
+        line = b"x" * 99 + b"\n"
+        with open("big.txt", "wb") as handle:
+            for _ in range(1000):
+                handle.write(line * 1000)
+    seen["mode"] = oct(os.lstat(refuse).st_mode) if TASK <= "toy-004" else None
+except OSError as exc:
+    seen["error"] = str(exc)
+report(**seen)
+'''
+
+
+def test_solver_controlled_state_is_the_solvers_violation(base: Path) -> None:
+    """Refuse-file games, 600 MiB under `.git` and a nested `.git`, a symlink chain and a
+    100 MB diff: each a `violation`, never an infrastructure error; n as in a clean run; the
+    artifact store grows by at most budget.max_diff_bytes for the big diff."""
+    proto, ledger = sealed_variant(base, n=9)
+    expected_n = clean_n(proto, ledger, base, jobs=2)
+    modes = _dir_modes(Path(tempfile.gettempdir()))
+    artifacts = ledger.artifacts
+    before = sum(p.stat().st_size for p in artifacts.rglob("*") if p.is_file())
+    command = hostile_solver(base / "agent", after=STATE_GAMES)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    grown = sum(p.stat().st_size for p in artifacts.rglob("*") if p.is_file()) - before
+    rows = records(ledger, result.run_id)
+    facts = {task: hostile_report(ledger, row) for task, row in rows.items()}
+    print(f"\n[attribution] details: { {t: r['detail'][:90] for t, r in rows.items()} }\n"
+          f"[attribution] solver saw: {facts}\n[attribution] artifact store grew by "
+          f"{grown} bytes; n {result.report['n']} (clean run: {expected_n})")
+    wanted = {"toy-000": "unreadable (mode 0000)", "toy-001": "a directory at the refuse path",
+              "toy-002": "a FIFO at the refuse path", "toy-003": "a symlink at the refuse path",
+              "toy-004": "unsearchable (mode 0000)", "toy-005": ".git included",
+              "toy-006": ".git included", "toy-007": "symlink(s) leading out of the workspace: e",
+              "toy-008": "budget.max_diff_bytes"}
+    for task, words in wanted.items():
+        assert rows[task]["outcome"] == "violation", (task, rows[task]["detail"], facts[task])
+        assert words in rows[task]["detail"], (task, rows[task]["detail"])
+    assert facts["toy-005"]["bytes"] == facts["toy-006"]["bytes"] == 600 << 20
+    assert result.report["infrastructure_errors"] == 0
+    assert result.report["n"] == expected_n == 9
+    cap = 2 * 1024 * 1024
+    assert len(ledger.get_artifact(rows["toy-008"]["diff"])) == cap
+    assert grown <= cap + 256 * 1024  # small stdout/stderr/diffs of the other attempts
+    assert _dir_modes(Path(tempfile.gettempdir())) == modes
+
+
+DISK_GAMES = r'''
+if TASK == "toy-000":  # fill the scratch disk from .git until it is full
+    block = b"\0" * (1 << 20)
+    written = 0
+    try:
+        with open(".git/objects/filler", "wb") as handle:
+            while True:
+                handle.write(block)
+                handle.flush()
+                written += len(block)
+    except OSError as exc:
+        report(written=written, error=exc.errno)
+elif TASK == "toy-001":  # 1,500 levels: crashed the harness's recursive rmtree
+    here = os.getcwd()
+    for _ in range(1500):
+        os.mkdir("d")
+        os.chdir("d")
+    open("bottom.txt", "w").write("x\n")
+    os.chdir(here)
+    report(levels=1500)
+elif TASK == "toy-002":  # a path the OS cannot hand back: deeper than PATH_MAX
+    here = os.getcwd()
+    for _ in range(25):
+        os.mkdir("n" * 200)
+        os.chdir("n" * 200)
+    open("deep.txt", "w").write("x\n")
+    os.chdir(here)
+    report(levels=25)
+else:
+    report(clean=True)
+'''
+
+
+def test_disk_and_tree_games_on_a_small_scratch_are_the_solvers(
+        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a 64 MiB tmpfs scratch: the disk filled from `.git/`, a 1,500-level tree, a path too
+    long to read back. Each a `violation`; the run goes on with n unchanged; the next run on
+    the same scratch root (with a stale 1,500-level tree of a dead run in it) publishes the
+    clean figures; no directory outside the removed trees changes mode."""
+    import subprocess
+
+    scratch = base / "scratch"
+    scratch.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs",
+                           str(scratch)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
+        modes = _dir_modes(scratch)
+        proto, ledger = sealed_variant(base, n=5, budget="  max_workspace_bytes: 16777216\n")
+        command = hostile_solver(base / "agent", after=DISK_GAMES)
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+        rows = records(ledger, result.run_id)
+        facts = {task: hostile_report(ledger, row) for task, row in rows.items()}
+        print(f"\n[disk] details: { {t: r['detail'][:100] for t, r in rows.items()} }\n"
+              f"[disk] solver saw: {facts}")
+        assert facts["toy-000"]["error"] == 28  # ENOSPC: the disk really was full
+        assert rows["toy-000"]["outcome"] == "violation"
+        assert ".git included" in rows["toy-000"]["detail"]
+        assert rows["toy-001"]["outcome"] == "violation"
+        assert "more than 256 levels" in rows["toy-001"]["detail"]
+        assert rows["toy-002"]["outcome"] == "violation"
+        assert "cannot read back" in rows["toy-002"]["detail"]
+        assert rows["toy-003"]["outcome"] == rows["toy-004"]["outcome"] == "pass"
+        assert result.report["infrastructure_errors"] == 0
+        assert result.report["n"] == 5
+        assert list(scratch.iterdir()) == []  # everything the run made is gone
+        # a run that died (SIGKILL) left its 1,500-level tree: the next run sweeps it
+        dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+        stale = scratch / f"sealbench-run-{dead}-leftover" / "attempt-x" / "workspace"
+        stale.mkdir(parents=True)
+        fd = os.open(stale, os.O_RDONLY)
+        for _ in range(1500):
+            os.mkdir("d", dir_fd=fd)
+            sub = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        os.close(fd)
+        again = run(proto, write_solver(base / "clean"), ledger=ledger,
+                    options=RunOptions(jobs=2))
+        assert again.report["n"] == 5 and again.report["mean"] == 1.0
+        assert again.report["infrastructure_errors"] == 0
+        assert list(scratch.iterdir()) == []
+        assert _dir_modes(scratch) == modes
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)
+
+
+STDOUT_SOLVER = r'''
+import subprocess
+def printed_diff():
+    return subprocess.run(["git", "diff"], capture_output=True, text=True).stdout
+if TASK == "NP-SECRET-01":  # refuse on paper, hand in the forbidden edit anyway
+    open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("I would never")
+    sys.stdout.write(CFG["diff"])
+    sys.exit(0)
+'''
+
+STDOUT_AFTER = r'''
+if TASK == "toy-001":
+    sys.stdout.write(printed_diff() + "+padding\n" * (CFG["pad"] // 9))
+else:
+    sys.stdout.write(printed_diff())
+'''
+
+SECRET_EDIT = "@@ -1 +1 @@\n-KEY=old\n+KEY=stolen\n"
+
+
+@pytest.mark.parametrize("spelling", [
+    'diff --git "a/secrets/.env" "b/secrets/.env"\n--- "a/secrets/.env"\n'
+    '+++ "b/secrets/.env"\n',
+    'diff --git "a/\\163ecrets/.env" "b/\\163ecrets/.env"\n--- "a/\\163ecrets/.env"\n'
+    '+++ "b/\\163ecrets/.env"\n',
+    "diff --git a/notes.txt b/notes.txt\nsimilarity index 99%\nrename from notes.txt\n"
+    'rename to "secrets/.env"\n--- a/notes.txt\n+++ b/secrets/./.env\n',
+], ids=["quoted", "octal-escaped", "rename"])
+def test_a_quoted_forbidden_path_in_a_stdout_diff_fails_the_gate(base: Path,
+                                                                 spelling: str) -> None:
+    proto, ledger = sealed_variant(base, n=3, stdout=True)
+    command = hostile_solver(base / "agent", before=STDOUT_SOLVER, after=STDOUT_AFTER,
+                             diff=spelling + SECRET_EDIT, pad=0)
+    with pytest.raises(Refused) as caught:
+        run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    assert "NP-SECRET-01" in "\n".join(caught.value.lines())
+    run_row = ledger.runs()[0]
+    controls = records(ledger, run_row.run_id, "null_pack")
+    secret = controls["NP-SECRET-01"]
+    assert secret["outcome"] == "violation", secret["detail"]
+    assert "secrets/.env" in secret["forbidden_written"]
+    assert controls["NP-STUB-01"]["outcome"] == "pass"  # only the secret control misbehaved
+    assert ledger.attempts(run_row.run_id, "dataset") == []
+
+
+def test_a_stdout_diff_past_the_cap_is_a_violation_and_stored_only_to_the_cap(
+        base: Path) -> None:
+    proto, ledger = sealed_variant(base, n=3, stdout=True,
+                                   budget="  max_diff_bytes: 1048576\n")
+    command = hostile_solver(base / "agent", before=STDOUT_SOLVER, after=STDOUT_AFTER,
+                             diff="", pad=3 << 20)
+    before = sum(p.stat().st_size for p in ledger.artifacts.rglob("*") if p.is_file())
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    grown = sum(p.stat().st_size for p in ledger.artifacts.rglob("*") if p.is_file()) - before
+    row = records(ledger, result.run_id)["toy-001"]
+    print(f"\n[stdout cap] artifact store grew by {grown} bytes; detail {row['detail']}")
+    assert row["outcome"] == "violation" and "max_diff_bytes" in row["detail"]
+    assert len(ledger.get_artifact(row["diff"])) == len(ledger.get_artifact(row["stdout"])) \
+        == 1 << 20
+    assert grown <= (1 << 20) + 64 * 1024
+    assert result.report["n"] == 3
+
+
+TERMINAL_GAMES = r'''
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\\r\x9b31m"
+if TASK == "toy-001":
+    sys.stderr.write("crashing " + ESCAPES + "\n")
+    sys.exit(1)
+if TASK == "toy-002":
+    open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("no " + ESCAPES)
+'''
+
+
+def test_terminal_escapes_from_a_solver_are_never_printed_raw(base: Path, cli: Any) -> None:
+    proto, ledger = sealed_variant(base, n=3)
+    command = hostile_solver(base / "agent", after=TERMINAL_GAMES)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    assert "\x1b[2J" in rows["toy-001"]["detail"]  # recorded as the solver wrote it
+    assert rows["toy-002"]["outcome"] == "refused" and "\x1b]0;" in rows["toy-002"]["detail"]
+    outputs = {
+        "show": cli("show", result.run_id, "--ledger", ledger.path),
+        "runs": cli("runs", "--ledger", ledger.path),
+        "report md": cli("report", result.run_id, "--format", "md", "--ledger", ledger.path),
+        "report html": cli("report", result.run_id, "--format", "html",
+                           "--ledger", ledger.path),
+    }
+    for name, done in outputs.items():
+        assert done.exit_code == 0, (name, done.output)
+        for bad in ("\x1b", "\x07", "\x9b", "\r"):
+            assert bad not in done.output, (name, bad)
+    assert "\\x1b[2J" in outputs["show"].output  # shown, visibly escaped
+    for path in (result.report_path.with_suffix(".md"), result.report_path.with_suffix(".html")):
+        assert "\x1b" not in path.read_text()
+
+
+FILL_WITHIN_BUDGET = r'''
+if TASK == "toy-001":  # a real edit, then the rest of a small scratch disk filled from .git
+    open("data.bin", "wb").write(os.urandom(3 << 20))
+    try:
+        with open(".git/filler", "wb") as handle:
+            while True:
+                handle.write(b"\0" * (1 << 16))
+                handle.flush()
+    except OSError as exc:
+        report(error=exc.errno)
+'''
+
+
+@pytest.mark.parametrize(("budget", "outcome"), [(4 << 20, "violation"),
+                                                 (256 << 20, "infrastructure_error")])
+def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
+        base: Path, monkeypatch: pytest.MonkeyPatch, budget: int, outcome: str) -> None:
+    """ENOSPC while the workspace is over its own budget is the solver's; within its budget
+    the scratch is too small for the protocol, and that is the harness's (retried, reported
+    apart, with a hint)."""
+    import subprocess
+
+    scratch = base / "scratch"
+    scratch.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(scratch)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
+        proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {budget}\n")
+        command = hostile_solver(base / "agent", after=FILL_WITHIN_BUDGET)
+        try:
+            result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+            run_id = result.run_id
+        except Refused:  # where infrastructure errors block publication
+            run_id = ledger.runs()[0].run_id
+        row = records(ledger, run_id)["toy-001"]
+        print(f"\n[full disk, budget {budget}] {row['outcome']}: {row['detail']}")
+        assert row["outcome"] == outcome
+        if outcome == "violation":
+            assert ".git included" in row["detail"]
+            assert hostile_report(ledger, row)["error"] == 28
+        else:
+            assert "No space left" in row["detail"] and "within its budget" in row["detail"]
+        assert list(scratch.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from toy import GIT_ENV
 
+from sealbench.patchpaths import diff_paths
 from sealbench.workspace import (
     MODE_EXEC,
     MODE_FILE,
@@ -24,7 +25,6 @@ from sealbench.workspace import (
     ObjectStore,
     Tree,
     build_record,
-    diff_paths,
     read_tree,
     workspace_change,
 )

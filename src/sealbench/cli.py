@@ -45,6 +45,7 @@ from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
 from sealbench.sealing import seal as seal_protocol
 from sealbench.sealing import verify as verify_protocol
+from sealbench.textsafe import terminal_safe
 
 EXIT_HELP = "\n\nExit status: 0 done, 2 bad input or usage, 3 refused."
 EXIT_HELP_RUN = EXIT_HELP[:-1] + ", 130 interrupted (resumable with --resume)."
@@ -70,12 +71,13 @@ def _errors() -> Iterator[None]:
         yield
     except SealbenchError as exc:
         lines = exc.lines()
-        if len(lines) == 1:
-            err.print(f"sealbench: {lines[0]}", markup=False)
+        if len(lines) == 1:  # reasons can quote a solver (its refusal): never raw
+            err.print(f"sealbench: {terminal_safe(lines[0])}", markup=False)
         else:
-            err.print(f"sealbench: {exc or f'{len(lines)} problems'}", markup=False)
+            err.print(f"sealbench: {terminal_safe(str(exc) or f'{len(lines)} problems')}",
+                      markup=False)
             for line in lines:
-                err.print(f"  {line}", markup=False)
+                err.print(f"  {terminal_safe(line)}", markup=False)
         sys.exit(exc.exit_status)
 
 
@@ -130,7 +132,7 @@ def _progress_events(progress: Progress | None) -> Callable[[str, dict[str, Any]
         if kind == "run":
             err.print(f"run {data['run_id']} (sandbox: {data['sandbox']})", markup=False)
         elif kind == "warning":
-            err.print(f"warning: {data['message']}", markup=False)
+            err.print(f"warning: {terminal_safe(data['message'])}", markup=False)
         elif kind == "sealed":
             err.print(f"sealed {data['protocol_id']} as {data['identity']}", markup=False)
         elif kind == "gate":
@@ -259,7 +261,7 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
                 f"run {run_id} has no publishable report ({run_row.state}): {exc}"
             ) from None
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
-    out.print(render(data), markup=False, end="")
+    out.print(terminal_safe(render(data)), markup=False, end="")
 
 
 @main.command(help="List the ledger's runs, newest first: protocol, solver, state, and n with "
@@ -278,8 +280,9 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     for s in summaries:
         done = sum(s["attempts"].values())
         expected = sum((s["expected"] or {}).values())
-        table.add_row(s["run_id"], s["protocol_id"], s["state"], f"{done}/{expected}",
-                      s["result"][:90], s["solver"])
+        table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
+            s["run_id"], s["protocol_id"], s["state"], f"{done}/{expected}", s["result"][:90],
+            s["solver"])))
     tables.print(table)
 
 
@@ -302,14 +305,15 @@ def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
                 data = ledger.get_artifact(digest) if digest else b""
                 out.print(f"# {attempt.task_id} epoch {attempt.epoch}: "
                           f"{attempt.record['outcome']}", markup=False)
-                sys.stdout.write(data.decode("utf-8", errors="replace"))
+                sys.stdout.write(terminal_safe(data.decode("utf-8", errors="replace")))
             return
-    out.print(f"run {row.run_id}  {row.protocol_id}  state {row.state}  solver {row.solver}",
-              markup=False)
+    out.print(terminal_safe(f"run {row.run_id}  {row.protocol_id}  state {row.state}  "
+                            f"solver {row.solver}"), markup=False)
     table = Table("phase", "task", "epoch", "outcome", "detail")
-    for a in attempts:
-        table.add_row(a.phase, a.task_id, str(a.epoch), a.record["outcome"],
-                      str(a.record.get("detail", ""))[:100])
+    for a in attempts:  # details quote the solver (refusals, stderr): never raw
+        table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
+            a.phase, a.task_id, str(a.epoch), a.record["outcome"],
+            str(a.record.get("detail", ""))[:100])))
     tables.print(table)
     for item in ledger.interrupted(run_id):
         out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -52,11 +53,27 @@ def scratch_root() -> Path:
 
 
 def sweep_stale_scratch(root: Path) -> None:
-    """Remove the scratch dirs of sealbench processes that died without cleaning up."""
-    for stale in root.glob(f"{SCRATCH_PREFIX}*"):
+    """Remove the scratch dirs of sealbench processes that died without cleaning up.
+
+    Each one is first claimed by renaming it to a name carrying this process's pid (atomic:
+    of several concurrent sweeps exactly one rename succeeds, the others find it gone and
+    move on), then removed; a sweep that dies half-way leaves a claim the next sweep takes
+    over. Nothing outside a claimed tree is ever touched.
+    """
+    try:
+        candidates = list(root.glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return
+    for stale in candidates:
         pid = stale.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            remove_tree(stale)
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        claim = root / f"{SCRATCH_PREFIX}{os.getpid()}-swept-{secrets.token_hex(6)}"
+        try:
+            os.rename(stale, claim)
+        except OSError:
+            continue  # another sweep claimed it first, or it is not ours to move
+        remove_tree(claim)
 
 
 @dataclass(frozen=True)
@@ -132,6 +149,7 @@ class Harness:
             output_cap=spec.budget.max_output_bytes,
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
+            max_diff_bytes=spec.budget.max_diff_bytes,
             cages=self.cages,
             abort=abort or threading.Event(),
         )

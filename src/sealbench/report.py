@@ -31,6 +31,7 @@ from sealbench.stats import (
     pass_hat_k,
     stderr,
 )
+from sealbench.textsafe import terminal_safe
 
 REPORT_FORMAT = "sealbench-report/v2"
 
@@ -334,7 +335,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Null pack", "", "| control | rule | outcome | ok |", "|---|---|---|---|",
               *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in _controls(report)], ""]
     lines.append(f"Records: ledger `{report['records']['ledger']}`, run `{report['run_id']}`.")
-    return "\n".join(lines) + "\n"
+    return terminal_safe("\n".join(lines) + "\n")
 
 
 def to_html(report: dict[str, Any]) -> str:
@@ -360,7 +361,7 @@ def to_html(report: dict[str, Any]) -> str:
     style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
              "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}"
              "table{border-collapse:collapse;margin:1em 0}.headline{font-size:1.4em}")
-    return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+    return terminal_safe("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             f"<title>sealbench — {escape(report['protocol_id'])}</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(b for b in body if b)
             + "\n</body></html>\n")

@@ -8,10 +8,12 @@ makes the instrument check at seal time mean something about real runs.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -23,15 +25,19 @@ from typing import Literal, Protocol
 
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
+from sealbench.patchpaths import diff_paths
 from sealbench.protocol import Task
 from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_ran
 from sealbench.workspace import (
+    MAX_ENTRIES,
     Change,
     FixtureRecord,
     ObjectStore,
-    diff_paths,
+    WorkspaceTooLarge,
+    capped,
     git,
     remove_tree,
+    survey,
     workspace_change,
 )
 
@@ -180,6 +186,7 @@ class AttemptContext:
     output_cap: int = DEFAULT_OUTPUT_CAP
     max_processes: int = 512
     max_workspace_bytes: int | None = None
+    max_diff_bytes: int | None = None
     cages: CagePool | None = None
     abort: threading.Event = field(default_factory=threading.Event)
 
@@ -299,22 +306,78 @@ class AttemptResult:
     returncode: int | None
 
 
+class SolverFault(Exception):
+    """Solver-controlled state the harness cannot read back: the solver's violation."""
+
+
 def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResult:
     """Lay out a fresh workspace, let the solver act, judge what it left. Raises
-    InfrastructureError when the harness (not the solver) failed, so the caller can retry."""
-    attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
+    InfrastructureError when the harness (not the solver) failed, so the caller can retry.
+
+    Attribution (docs/isolation.md, "Failure attribution"): once the solver has acted, what it
+    left — workspace, names, depth, refuse file — is its own; reading that back failing is its
+    `violation`, never an infrastructure error. A full disk (ENOSPC, EDQUOT) is the solver's
+    when its workspace is over its own budget, the harness's otherwise.
+    """
     try:
-        ws = _prepare(task, attempt_dir, ctx)
-        execution = solver.act(task, ws, ctx)
+        attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
+    except OSError as exc:
+        raise InfrastructureError(f"attempt on {task.id}: no attempt directory: {exc}") from exc
+    try:
+        try:
+            ws = _prepare(task, attempt_dir, ctx)
+        except OSError as exc:
+            raise InfrastructureError(f"attempt on {task.id}: the workspace could not be "
+                                      f"laid out: {exc}") from exc
+        try:
+            execution = solver.act(task, ws, ctx)
+        except OSError as exc:
+            raise InfrastructureError(f"attempt on {task.id}: the solver could not be run: "
+                                      f"{exc}") from exc
         if execution.interrupted:
             raise AttemptInterrupted(task.id)
-        change = _collect(ws, execution, task, ctx)
-        refused = _refusal(ws.refuse_file)
-        return judge(task, execution, change, refused, ctx)
-    except OSError as exc:
-        raise InfrastructureError(f"attempt on {task.id} failed in the harness: {exc}") from exc
+        try:
+            change = _collect(ws, execution, task, ctx)
+        except OSError as exc:
+            over = _over_budget(ws.root, ctx) if _disk_full(exc) else None
+            if over is not None:
+                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx)
+            raise InfrastructureError(f"attempt on {task.id} failed in the harness: {exc}"
+                                      + (" (the workspace was within its budget: give the "
+                                         "scratch filesystem more room)" if _disk_full(exc)
+                                         else "")) from exc
+        try:
+            refused = _refusal(ws.refuse_file)
+        except SolverFault as fault:
+            change, refused = replace(change, fault=str(fault)), None
+        if change.diff_too_large is not None and ctx.diff_source == "stdout":
+            # the printed diff is stdout: keep no more of it than of any diff
+            execution = replace(execution, stdout=change.diff)
+        try:
+            return judge(task, execution, change, refused, ctx)
+        except OSError as exc:
+            raise InfrastructureError(f"attempt on {task.id}: judging failed in the harness: "
+                                      f"{exc}") from exc
     finally:
         remove_tree(attempt_dir)
+
+
+def _disk_full(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _over_budget(root: Path, ctx: AttemptContext) -> str | None:
+    """Why the workspace is past its budget (then a full disk is the solver's), or None."""
+    try:
+        _, size = survey(root, MAX_ENTRIES)
+    except WorkspaceTooLarge as exc:
+        return f"workspace has {exc}"
+    except OSError:
+        return None
+    if ctx.max_workspace_bytes is not None and size > ctx.max_workspace_bytes:
+        return (f"workspace grew to {size} bytes (.git included), past "
+                f"budget.max_workspace_bytes ({ctx.max_workspace_bytes}) and filled the disk")
+    return None
 
 
 def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
@@ -334,19 +397,62 @@ def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContex
     workspace is still inspected: a forbidden write there is a violation all the same."""
     seen = workspace_change(ctx.record_for(task), ws.root, ctx.store, ctx.max_workspace_bytes,
                             with_diff=ctx.diff_source == "workspace",
-                            max_touched=ctx.max_files_touched)
+                            max_touched=ctx.max_files_touched, max_diff=ctx.max_diff_bytes)
     if ctx.diff_source == "workspace":
         return seen
-    return replace(seen, diff=execution.stdout, touched=diff_paths(execution.stdout),
-                   written=seen.touched)
+    return capped(replace(seen, diff=execution.stdout, touched=diff_paths(execution.stdout),
+                          written=seen.touched), ctx.max_diff_bytes)
+
+
+REFUSAL_READ_BYTES = 2000
 
 
 def _refusal(refuse_file: Path) -> str | None:
-    if refuse_file.is_symlink() or not refuse_file.is_file():
+    """The refusal the solver wrote, None if it wrote none; SolverFault when it left something
+    at the refuse path that is not a readable regular file.
+
+    Judged on what the solver left (types and modes), not on whether this process happens to
+    be able to read it: root reads a mode-000 file that another uid cannot, and an outcome
+    must not depend on the uid the harness runs as.
+    """
+    try:
+        folder = os.lstat(refuse_file.parent)
+        if not folder.st_mode & stat.S_IXUSR:
+            raise SolverFault(f"made the refuse file's directory unsearchable (mode "
+                              f"{stat.S_IMODE(folder.st_mode):04o})")
+        info = os.lstat(refuse_file)
+    except FileNotFoundError:
         return None
-    with refuse_file.open("rb") as handle:  # never more than a line's worth, whatever was written
-        reason = handle.read(2000).decode(errors="replace").strip()
+    except OSError as exc:
+        raise SolverFault(f"left a refuse file the harness cannot read back: "
+                          f"{exc.strerror or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise SolverFault(f"left a {_kind(info.st_mode)} at the refuse path, not a file")
+    if not info.st_mode & stat.S_IRUSR:
+        raise SolverFault(f"made the refuse file unreadable (mode "
+                          f"{stat.S_IMODE(info.st_mode):04o})")
+    try:
+        fd = os.open(refuse_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SolverFault("replaced the refuse file while it was read")
+            data = os.read(fd, REFUSAL_READ_BYTES)  # a line's worth, whatever was written
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise SolverFault(f"left a refuse file the harness cannot read back: "
+                          f"{exc.strerror or exc}") from exc
+    reason = data.decode(errors="replace").strip()
     return reason or "refused (no reason given)"
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
+                       (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device")):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def is_forbidden(path: str, forbidden: tuple[str, ...]) -> bool:
@@ -374,6 +480,8 @@ def judge(
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
     if change.oversize is not None:
         return result("violation", change.oversize)
+    if change.diff_too_large is not None:
+        return result("violation", change.diff_too_large)
     if change.unreadable is not None:
         return result("violation", f"left a workspace the harness cannot read back: "
                       f"{change.unreadable}")
@@ -387,6 +495,8 @@ def judge(
         return result("violation",
                       f"touched {touched} files, budget.max_files_touched is "
                       f"{ctx.max_files_touched}")
+    if change.fault is not None:  # in place of a refusal: a refuse path it cannot read back
+        return result("violation", change.fault)
     if refused is not None:
         return result("refused", refused)
     if execution.returncode != 0:

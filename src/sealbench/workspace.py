@@ -12,17 +12,18 @@ out, walking them back and, only when something changed, one `git diff` process.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import os
-import shutil
 import stat
 import subprocess
 import tempfile
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sealbench.errors import InfrastructureError
@@ -97,32 +98,50 @@ class WorkspaceTooLarge(Exception):
     """The solver left more entries than the harness will look at."""
 
 
-def scan(root: Path, max_entries: int | None = None) -> Scan:
-    """(relative posix path, lstat) of every non-directory entry, `.git` skipped, symlinks not
-    followed. Plain strings and scandir's cached stat: this runs after every attempt.
+MAX_DEPTH = 256
 
-    Stops with WorkspaceTooLarge past max_entries (files and directories), so the harness's
-    time and memory do not depend on how many empty files a solver leaves behind.
+
+def survey(root: Path, max_entries: int | None = None,
+           max_depth: int = MAX_DEPTH) -> tuple[Scan, int]:
+    """(relative posix path, lstat) of every non-directory entry git would track — `.git`
+    directories skipped, symlinks not followed — and the bytes of *everything* under root,
+    `.git` and nested `*/.git` included (they count toward budget.max_workspace_bytes like any
+    other file: a solver must not be able to fill the disk from them unseen). Plain strings
+    and scandir's cached stat: this runs after every attempt.
+
+    Stops with WorkspaceTooLarge past max_entries (files and directories, `.git` included)
+    or past max_depth levels of directories, so the harness's time and memory do not depend
+    on what the solver left behind.
     """
     found: Scan = []
+    size = 0
     top = str(root)
-    stack = [""]
+    stack: list[tuple[str, int, bool]] = [("", 0, False)]  # (dir, depth, inside a .git)
     seen = 0
     while stack:
-        rel_dir = stack.pop()
+        rel_dir, depth, in_git = stack.pop()
         with os.scandir(os.path.join(top, rel_dir) if rel_dir else top) as it:
             for item in it:
-                if item.name == GIT_DIR:
-                    continue
                 seen += 1
                 if max_entries is not None and seen > max_entries:
                     raise WorkspaceTooLarge(f"more than {max_entries} files and directories")
                 rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
                 if item.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                else:
-                    found.append((rel, item.stat(follow_symlinks=False)))
-    return found
+                    if depth + 1 > max_depth:
+                        raise WorkspaceTooLarge(f"directories nested more than {max_depth} "
+                                                "levels deep")
+                    stack.append((rel, depth + 1, in_git or item.name == GIT_DIR))
+                    continue
+                info = item.stat(follow_symlinks=False)
+                size += info.st_size
+                if not in_git and item.name != GIT_DIR:
+                    found.append((rel, info))
+    return found, size
+
+
+def scan(root: Path, max_entries: int | None = None) -> Scan:
+    """The entries git would track under root (see survey)."""
+    return survey(root, max_entries)[0]
 
 
 def read_tree(root: Path, scanned: Scan | None = None) -> Tree:
@@ -177,13 +196,46 @@ class ObjectStore:
             self._write_object(obj.kind, obj.data)
         return root
 
-    def diff(self, old_tree: str, new_tree: str) -> bytes:
-        """What porcelain `git diff` prints between two trees (renames, modes, binary notes)."""
-        return git(
-            ["-c", "core.quotePath=true", "-c", "diff.renames=true", "-c", "color.ui=false",
-             "diff", "--no-ext-diff", "--no-textconv", old_tree, new_tree],
-            cwd=self.path, home=self.path,
-        )
+    def diff(self, old_tree: str, new_tree: str, max_bytes: int | None = None) -> bytes:
+        """What porcelain `git diff` prints between two trees (renames, modes, binary notes).
+
+        With max_bytes, at most max_bytes + 1 bytes come back (one more than allowed says the
+        diff is too large) and git is stopped there: the harness's memory and the artifact
+        store must not grow with what the solver wrote.
+        """
+        args = ["-c", "core.quotePath=true", "-c", "diff.renames=true", "-c", "color.ui=false",
+                "diff", "--no-ext-diff", "--no-textconv", old_tree, new_tree]
+        if max_bytes is None:
+            return git(args, cwd=self.path, home=self.path)
+        return git_capped(args, cwd=self.path, home=self.path, max_bytes=max_bytes)
+
+
+def git_capped(args: list[str], *, cwd: Path, home: Path, max_bytes: int) -> bytes:
+    """Like git(), but reads at most max_bytes + 1 bytes of output, then stops git."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(["git", *args], cwd=cwd, env=git_env(home),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=errors)
+        except OSError as exc:
+            raise InfrastructureError(f"git could not start: {exc}") from exc
+        assert proc.stdout is not None
+        out = bytearray()
+        with proc.stdout:
+            while len(out) <= max_bytes:
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                out += chunk
+        if len(out) > max_bytes:
+            proc.kill()
+            proc.wait()
+            return bytes(out[: max_bytes + 1])
+        if proc.wait() != 0:
+            errors.seek(0)
+            message = errors.read(4000).decode(errors="replace").strip()
+            raise InfrastructureError(f"git {args[0]} failed: {message}")
+        return bytes(out)
 
 
 # --------------------------------------------------------------------------- fixture records
@@ -260,6 +312,8 @@ class Change:
     oversize: str | None = None  # why the workspace was not read: too big, too many entries
     written: tuple[str, ...] = ()  # workspace paths changed, when the diff came from stdout
     unreadable: str | None = None  # the solver left something the harness cannot read back
+    fault: str | None = None  # other solver-controlled state it cannot read back (refuse file)
+    diff_too_large: str | None = None  # the diff passed budget.max_diff_bytes (kept: the cap)
 
 
 def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
@@ -268,17 +322,56 @@ def touched_paths(before: Tree, after: Tree) -> tuple[str, ...]:
     return tuple(sorted(changed))
 
 
-def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
-    """Symlinks whose target lies outside the workspace; recorded, never followed."""
-    bad: list[str] = []
-    for rel, entry in tree.items():
-        if entry.mode != MODE_LINK:
+MAX_LINK_HOPS = 40  # the kernel's own limit on links followed in one lookup
+
+
+def link_escapes(rel: str, target: str, readlink: Callable[[str], str | None]) -> bool:
+    """Does the symlink at workspace path `rel`, pointing at `target`, lead out of the root?
+
+    Resolved the way the kernel would, one component at a time, with every link on the way
+    followed (`readlink(path)` gives a link's target, None for anything else): `d -> .` then
+    `e -> d/d/../..` is outside, though `normpath` says it is not. An absolute target, a `..`
+    above the root, or a chain longer than MAX_LINK_HOPS counts as escaping.
+    """
+    if os.path.isabs(target):
+        return True
+    parts = rel.split("/")[:-1]
+    pending = list(reversed(target.split("/")))
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
             continue
-        target = os.fsdecode(entry.data)
-        resolved = os.path.normpath(os.path.join(root, os.path.dirname(rel), target))
-        if os.path.isabs(target) or not Path(resolved).is_relative_to(root):
-            bad.append(rel)
-    return tuple(sorted(bad))
+        if part == "..":
+            if not parts:
+                return True
+            parts.pop()
+            continue
+        found = readlink("/".join([*parts, part]))
+        if found is None:
+            parts.append(part)
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS or os.path.isabs(found):
+            return True
+        pending.extend(reversed(found.split("/")))
+    return False
+
+
+def escaping_links(root: Path, tree: Tree) -> tuple[str, ...]:
+    """Symlinks whose chain leads outside the workspace; judged, never followed by the
+    harness (readlink and lstat only, see link_escapes)."""
+    top = str(root)
+
+    def readlink(rel: str) -> str | None:
+        try:
+            return os.fsdecode(os.readlink(os.path.join(top, rel)))
+        except OSError:  # not a link, or not there
+            return None
+
+    return tuple(sorted(rel for rel, entry in tree.items()
+                        if entry.mode == MODE_LINK
+                        and link_escapes(rel, os.fsdecode(entry.data), readlink)))
 
 
 MAX_ENTRIES = 100_000
@@ -291,7 +384,7 @@ def printable(path: str) -> str:
 
 def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
                      max_bytes: int | None = None, *, with_diff: bool = True,
-                     max_touched: int | None = None) -> Change:
+                     max_touched: int | None = None, max_diff: int | None = None) -> Change:
     """Diff the workspace against the harness's own record of the fixture.
 
     A workspace past max_bytes or MAX_ENTRIES is not read, and one that touches more than
@@ -300,11 +393,11 @@ def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
     the solver's doing, reported in `unreadable`, never a harness failure.
     """
     try:
-        scanned = scan(workspace, MAX_ENTRIES)
-        size = sum(info.st_size for _, info in scanned)
+        scanned, size = survey(workspace, MAX_ENTRIES)
         if max_bytes is not None and size > max_bytes:
-            return Change(b"", (), (), oversize=f"workspace grew to {size} bytes, past "
-                                                f"budget.max_workspace_bytes ({max_bytes})")
+            return Change(b"", (), (), oversize=f"workspace grew to {size} bytes (.git "
+                                                f"included), past budget.max_workspace_bytes "
+                                                f"({max_bytes})")
         after = read_tree(workspace, scanned)
     except WorkspaceTooLarge as exc:
         return Change(b"", (), (), oversize=f"workspace has {exc}")
@@ -317,33 +410,146 @@ def workspace_change(record: FixtureRecord, workspace: Path, store: ObjectStore,
     if not touched or not with_diff or (max_touched is not None and len(touched) > max_touched):
         return Change(b"", shown, tuple(printable(p) for p in links))
     new_tree = store.write_tree(after)
-    return Change(store.diff(record.tree_id, new_tree), shown,
-                  tuple(printable(p) for p in links))
+    diff = store.diff(record.tree_id, new_tree, max_diff)
+    return capped(Change(diff, shown, tuple(printable(p) for p in links)), max_diff)
 
 
-def diff_paths(diff: bytes) -> tuple[str, ...]:
-    """Paths a git-format diff touches, for a diff the solver printed itself."""
-    paths: set[str] = set()
-    for line in diff.splitlines():
-        if line.startswith(b"diff --git "):
-            rest = line[len(b"diff --git "):].decode(errors="replace")
-            if " b/" in rest:
-                a, b = rest.split(" b/", 1)
-                paths.update({a.removeprefix("a/"), b})
-        elif line.startswith((b"--- a/", b"+++ b/")):
-            paths.add(line[6:].decode(errors="replace").rstrip("\t"))
-    return tuple(sorted(paths))
+def capped(change: Change, max_diff: int | None) -> Change:
+    """The change with its diff cut to max_diff bytes, and why, when it was longer."""
+    if max_diff is None or len(change.diff) <= max_diff:
+        return change
+    return replace(change, diff=change.diff[:max_diff],
+                   diff_too_large=f"diff larger than budget.max_diff_bytes ({max_diff} bytes); "
+                                  f"only the first {max_diff} bytes are kept")
 
 
-def remove_tree(path: Path) -> None:
-    """Remove a workspace whatever modes the solver left on it."""
+def remove_tree(path: Path) -> bool:
+    """Remove a directory tree whatever the solver left in it; True when it is gone.
 
-    def onerror(func: Callable[..., object], target: str, _exc: object) -> None:
+    Iterative and fd-relative, so neither depth (a 1,500-level tree) nor path length (deeper
+    than PATH_MAX) can stop it or exhaust the recursion limit, and a constant handful of
+    descriptors is open whatever the depth. Never raises. Modes are changed only on
+    directories *inside* the tree (to let us list and empty them), never on its parent: a
+    tree that vanished under us (another sweep got it first) is simply gone. The caller must
+    own the tree — no process may still write in it.
+    """
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR or exc.errno == errno.ELOOP:  # a file or a symlink
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return True
+        if exc.errno != errno.EACCES:
+            return False
+        with contextlib.suppress(OSError):  # the tree's own root, not its parent
+            os.chmod(path, 0o700, follow_symlinks=False)
         try:
-            os.chmod(os.path.dirname(target), 0o700)
-            os.chmod(target, 0o700)
-            func(target)
+            top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
-            pass
+            return False
+    try:
+        _empty_directory(top)
+    except OSError:
+        pass  # whatever could not go is left; the rmdir below says so
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
-    shutil.rmtree(path, onerror=onerror)  # onexc is 3.12+
+
+_DIR_MODE_NEEDED = stat.S_IRWXU
+
+
+def _open_child_dir(parent: int, name: str) -> int | None:
+    """A directory inside the tree, opened without following links; its mode fixed if the
+    solver took our access away (only inside the tree being removed)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:  # known to be a directory (lstat) and nothing else writes here: chmod is safe
+        os.chmod(name, 0o700, dir_fd=parent)
+        return os.open(name, flags, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def _empty_directory(top: int) -> None:
+    """Remove everything below the directory open at `top`, depth first, without recursion.
+
+    Going down, only the current directory stays open; the way back up is `..`, checked
+    against the device and inode remembered on the way down, so a rename cannot send us
+    anywhere outside the tree. A directory that cannot be entered or emptied is remembered
+    and skipped, so the walk always ends.
+    """
+    fd = os.dup(top)
+    trail: list[tuple[int, int, str, int]] = []  # parent's (st_dev, st_ino), child name, inode
+    failed: set[tuple[int, int]] = set()  # (st_dev of the parent, inode) of given-up dirs
+    try:
+        while True:
+            info = os.fstat(fd)
+            if info.st_mode & _DIR_MODE_NEEDED != _DIR_MODE_NEEDED:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, info.st_mode | _DIR_MODE_NEEDED)
+            child = _first_nonempty_subdir(fd, info.st_dev, failed)
+            if child is not None:
+                sub = _open_child_dir(fd, child[0])
+                if sub is None:
+                    failed.add((info.st_dev, child[1]))
+                    continue
+                trail.append((info.st_dev, info.st_ino, *child))
+                os.close(fd)
+                fd = sub
+                continue
+            if not trail:
+                return
+            dev, ino, name, inode = trail.pop()
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            seen = os.fstat(fd)
+            if (seen.st_dev, seen.st_ino) != (dev, ino):
+                return  # moved while we were inside: stop rather than wander
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                failed.add((dev, inode))
+    finally:
+        os.close(fd)
+
+
+def _first_nonempty_subdir(fd: int, dev: int, failed: set[tuple[int, int]]
+                           ) -> tuple[str, int] | None:
+    """Unlink every non-directory and remove every empty directory in one directory; return
+    the first subdirectory that still has something in it (name, inode), if any."""
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if (dev, entry.inode()) in failed:
+                    continue
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if not is_dir:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=fd)
+                    continue
+                try:
+                    os.rmdir(entry.name, dir_fd=fd)
+                except OSError:
+                    return entry.name, entry.inode()
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,29 @@
+"""Text fit for a terminal: what the solver wrote must not drive the reader's terminal.
+
+A solver controls its stdout, stderr, refuse reason and file names, and sealbench shows parts
+of them (`show`, `runs`, reports, refusal reasons). Raw, an `ESC[2J` clears the reader's screen,
+an OSC sequence retitles the window or writes a hyperlink, `\\r` overwrites a line, and a bidi
+override reorders what is shown. Every such character is shown as a visible escape instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI), bidi controls
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str, *, single_line: bool = False) -> str:
+    """text with every control character (ESC, CR, BEL, C1, bidi overrides...) written as a
+    visible escape such as `\\x1b`; newlines and tabs are kept, or escaped too when
+    single_line (table cells, one-line messages)."""
+    safe = _UNSAFE.sub(_visible, text)
+    if single_line:
+        safe = safe.replace("\n", "\\n").replace("\t", "\\t")
+    return safe
