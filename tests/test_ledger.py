@@ -15,7 +15,7 @@ from sealbench.example import init
 from sealbench.ledger import SCHEMA_VERSION, Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
-from sealbench.stats import derive_seed, headline
+from sealbench.stats import cluster_labels, derive_seed, headline
 
 
 @pytest.fixture
@@ -104,10 +104,12 @@ def test_export_alone_recomputes_the_headline(cli, published, tmp_path: Path) ->
     dataset = [line for line in lines if line["phase"] == "dataset"]
     first = dataset[0]
     scores = [1.0 if line["record"]["outcome"] == "pass" else 0.0 for line in dataset]
+    assert first["format"] == "sealbench-export/v2" and first["strata"] == "descriptive"
     head = headline(scores, seed=derive_seed(first["identity"], first["run_id"]),
                     method=first["ci_method"],
                     strata=[line["record"]["stratum"] for line in dataset],
-                    clusters=[line["record"]["cluster"] for line in dataset])
+                    strata_fixed=first["strata"] == "fixed",
+                    clusters=cluster_labels([line["record"]["cluster"] for line in dataset]))
     report = json.loads(report_path.read_text())
     assert (head.n, head.mean, list(head.ci95)) == (report["n"], report["mean"], report["ci95"])
     assert report["mean"] == pytest.approx(4 / 6)

@@ -195,6 +195,7 @@ def test_fixed_strata_with_a_one_task_stratum_are_refused_at_seal(tmp_path: Path
             .splitlines()]
     rows[4]["stratum"] = "lonely"
     del rows[3]["stratum"]
+    rows[0]["cluster"] = rows[1]["cluster"] = "repo"  # toy-000 is in s0, toy-001 in s1
     (proto / "tasks" / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = (proto / "protocol.yaml").read_text()
     (proto / "protocol.yaml").write_text(
@@ -205,6 +206,8 @@ def test_fixed_strata_with_a_one_task_stratum_are_refused_at_seal(tmp_path: Path
     assert any("protocol.yaml:" in line and "publish.strata" in line and "'lonely'" in line
                for line in lines), lines
     assert any("dataset.jsonl:4" in line and "stratum" in line for line in lines), lines
+    assert any("dataset.jsonl:2" in line and "field 'cluster'" in line and "'repo'" in line
+               for line in lines), lines
 
 
 @settings(max_examples=50, deadline=None)

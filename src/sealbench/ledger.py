@@ -365,10 +365,11 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
     run = ledger.run(run_id)
     for row in ledger.attempts(run_id):
         yield json.dumps({
-            "format": "sealbench-export/v1",
+            "format": "sealbench-export/v2",
             "run_id": run.run_id, "protocol_id": run.protocol_id, "identity": run.identity,
             "solver": run.solver, "sandbox": run.sandbox,
             "ci_method": run.options["ci_method"], "min_n": run.options["min_n"],
+            "strata": run.options.get("strata", "descriptive"),
             "epochs": run.options["epochs"], "rules": run.options["rules"],
             "seq": row.seq, "phase": row.phase, "task_id": row.task_id, "epoch": row.epoch,
             "record": row.record, "prev_digest": row.prev_digest, "digest": row.digest,

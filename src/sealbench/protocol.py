@@ -507,8 +507,9 @@ def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Pro
 
 def _strata_problems(protocol: Protocol, name: str) -> list[Problem]:
     """With `publish.strata: fixed` the headline is stratified, so every dataset task needs a
-    stratum and every stratum at least 2 tasks: a one-task stratum has no variance estimate
-    and would make the interval look more certain than the data allow (docs/statistics.md)."""
+    stratum, every stratum at least 2 tasks (a one-task stratum has no variance estimate and
+    would make the interval look more certain than the data allow) and every cluster must lie
+    inside one stratum (a stratified cluster design; docs/statistics.md)."""
     if protocol.spec.publish.strata != "fixed":
         return []
     loc = ("publish", "strata")
@@ -523,4 +524,15 @@ def _strata_problems(protocol: Protocol, name: str) -> list[Problem]:
         problems.append(Problem(
             name, "is 'fixed' but these strata have fewer than 2 tasks: " + ", ".join(
                 f"'{stratum}'" for stratum in small), line_of(protocol.lines, loc), dotted(loc)))
+    owner: dict[str, str] = {}
+    for task in protocol.dataset:
+        if task.cluster is None or task.stratum is None:
+            continue
+        first = owner.setdefault(task.cluster, task.stratum)
+        if first != task.stratum:
+            problems.append(Problem(
+                task.source, f"cluster '{task.cluster}' is in stratum '{first}' and "
+                f"'{task.stratum}'; with publish.strata 'fixed' a cluster must lie inside one "
+                "stratum", task.line, "cluster"))
+            owner[task.cluster] = task.stratum  # name each further crossing once more at most
     return problems

@@ -481,7 +481,7 @@ def cluster_t_interval(
 
     Why this form (Cameron & Miller 2015): CR1 with a t quantile on G − 1 degrees of freedom
     keeps close to nominal coverage down to about ten clusters, where a cluster bootstrap covers
-    0.82–0.92 (measured by ``bench/bench_coverage.py``). Taking the larger of the independent and
+    0.87–0.93 (measured by ``bench/bench_coverage.py``). Taking the larger of the independent and
     the CR1 standard error means that declaring clusters can never make a figure look *more*
     certain than treating the tasks as independent (a negative intra-cluster correlation would
     otherwise shrink it). The interval is clipped to ``bounds`` (the range of the statistic).
@@ -979,10 +979,10 @@ def headline(
             if n < 100:
                 lo, hi = wilson(count, n)
                 notes.append(f"the percentile bootstrap under-covers below n = 100 (minimum "
-                             f"coverage about 0.85 at n = 54); Wilson gives [{lo:.4f}, {hi:.4f}]")
+                             f"coverage 0.87 at n = 54); Wilson gives [{lo:.4f}, {hi:.4f}]")
             if groups is not None and _distinct(groups) < 30:
-                notes.append("a cluster bootstrap under-covers with few clusters (0.82–0.92 at "
-                             "10 clusters); the default cluster-wilson interval does not")
+                notes.append("a cluster bootstrap under-covers with few clusters (0.87–0.93 at "
+                             "10 clusters, ICC 0.3); the default cluster-wilson interval does not")
     else:
         ci = wilson(count, n) if method == "wilson" else clopper_pearson(count, n)
         choice = _Choice(ci, method, f"publish.ci_method: {method}",
@@ -1114,7 +1114,7 @@ def paired_comparison(
     Why paired: both agents face the same task difficulties, so the per-task difference
     ``d = b - a`` cancels them. Without clusters, 0/1 outcomes get Newcombe's interval and the
     exact McNemar test. With clusters (tasks sharing a label), McNemar's independence
-    assumption fails (it rejected 10% of the time at a nominal 5% on clustered tasks), so both
+    assumption fails (it rejected 27% of the time at a nominal 5% on clustered tasks), so both
     the interval and the test come from the cluster-robust t of ``d``: one standard error,
     max(iid, CR1), on G − 1 degrees of freedom. Fractional scores use the same t over tasks.
     """
