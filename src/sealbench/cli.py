@@ -105,6 +105,8 @@ def init(directory: Path) -> None:
 def seal(directory: Path, ledger_path: Path | None, jobs: int) -> None:
     with _errors():
         result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
     out.print(f"sealed {result.protocol_id}\nidentity {result.identity}\n"
               f"files    {result.files} hashed\nwrote    {result.sealed_path}\n"
               f"         {result.lock_path}", markup=False)
