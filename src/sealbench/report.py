@@ -120,9 +120,8 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
                                                                    else "")
         raise NotPublishable(
             f"{len(infra)} infrastructure error(s) left after retries ({shown}); "
-            f"publish.max_infrastructure_errors is {limit}. Nothing the solver did caused them: "
-            f"once the harness is sound, `sealbench run DIR --solver CMD --resume {run_id}` "
-            "re-runs them")
+            f"publish.max_infrastructure_errors is {limit}; nothing the solver did caused them, "
+            f"and `--resume {run_id}` re-runs them")
     scores = _scores(dataset)
     n = len(scores)
     if n < options["min_n"]:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import sealbench
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate, judge_control
-from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
+from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.ledger import AttemptRow, Ledger
 from sealbench.protocol import Task
 from sealbench.report import (
@@ -218,6 +218,7 @@ class Run:
         self.command = solver_command
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
+        scratch_root()  # a missing $SEALBENCH_SCRATCH is bad input, before any run exists
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
@@ -324,7 +325,7 @@ class Run:
                   rules: dict[str, str]) -> None:
         """Run controls and dataset attempts in one interleaved stream. Progress events carry
         counts only; a control that misbehaves (not an infrastructure error) dooms the run, so
-        no new attempt starts after it."""
+        no dataset attempt starts after it."""
         self.emit("phase", {"phase": "attempts", "total": len(jobs)})
 
         def started(task: Task, epoch: int) -> None:
@@ -342,8 +343,12 @@ class Run:
                     self.doomed.set()
             self.emit("attempt", {"phase": "attempts", "task_id": task.id})
 
-        harness.run_all(jobs, self.solver, self.options.jobs, finished, on_started=started,
-                        should_stop=lambda: self.control.stop.is_set() or self.doomed.is_set())
+        # once the gate is certain to fail, only the remaining controls still run (every
+        # misbehaving control is named); no dataset attempt starts for a run without a rate
+        pending = (job for job in jobs
+                   if job[0].kind == "null_pack" or not self.doomed.is_set())
+        harness.run_all(pending, self.solver, self.options.jobs, finished, on_started=started,
+                        should_stop=self.control.stop.is_set)
 
     def _gate(self, rules: dict[str, str]) -> None:
         """Judge the null pack once every control has run (or one has already misbehaved),
@@ -354,13 +359,7 @@ class Run:
                            "controls": [c.as_dict() for c in gate.controls]})
         if gate.passed:
             return
-        reasons = [c.reason for c in gate.controls if c.reason and c.outcome != "missing"]
-        missing = [c.task_id for c in gate.controls if c.outcome == "missing"]
-        if missing and reasons:
-            reasons.append(f"{len(missing)} control(s) not run: the run stopped at the first "
-                           "misbehaving control")
-        elif missing:
-            reasons = [c.reason for c in gate.controls if c.reason]
+        reasons = gate.reasons()
         self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
         raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
                       "computed" + self._resume_hint(), reasons)
@@ -369,8 +368,7 @@ class Run:
         """How to resume, when only infrastructure errors stand in the way of publishing."""
         if resumable_refusal(self.ledger, self.run_id) is None:
             return ""
-        return (f". Only infrastructure errors stand in the way; once the harness is sound, "
-                f"re-run them with: {self.resume_command()}")
+        return f". Once the harness is sound, resume with: {self.resume_command()}"
 
     def resume_command(self) -> str:
         return (f"sealbench run {shlex.quote(str(self.sealed.protocol.root))} --solver "
