@@ -358,7 +358,7 @@ class Ledger:
         options = {**seen.options, "pid": pid, "host": host}
         with self.transaction() as db:
             changed = db.execute(
-                "UPDATE runs SET state='running', reason=NULL, options=? "
+                "UPDATE runs SET state='running', reason=NULL, finished_at=NULL, options=? "
                 "WHERE run_id=? AND state=? AND options=?",
                 (json.dumps(options), run_id, seen.state, json.dumps(seen.options)),
             ).rowcount

@@ -270,23 +270,29 @@ class Run:
     def _go(self) -> RunResult:
         spec = self.sealed.protocol.spec
         self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
+        rules = spec.null_pack.rules.class_of()
+        current = latest_rows(self.ledger.attempts(self.run_id))
         # an infrastructure error is not done: a resume runs it again
-        done = {(r.phase, r.task_id, r.epoch) for r in latest_rows(
-            self.ledger.attempts(self.run_id)) if r.record["outcome"] != "infrastructure_error"}
+        done = {(r.phase, r.task_id, r.epoch) for r in current
+                if r.record["outcome"] != "infrastructure_error"}
         protocol = self.sealed.protocol
         jobs = [(t, 0) for t in protocol.null_pack] + [
             (t, e) for e in range(self.options.epochs) for t in protocol.dataset]
         jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
                 if (t.kind, t.id, e) not in done]
         self.doomed = threading.Event()
+        if any(r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
+               and not judge_control(r.task_id, rules[r.task_id], r.record).ok
+               for r in current):
+            self.doomed.set()  # a resumed run whose gate already cannot pass
         try:
             with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
                          abort=self.control.abort, attempt_id=self.label) as harness:
-                self._attempts(harness, jobs, spec.null_pack.rules.class_of())
+                self._attempts(harness, jobs, rules)
                 if not self.doomed.is_set():
                     self._stopped_check()
-                self._gate(spec.null_pack.rules.class_of())
+                self._gate(rules)
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
