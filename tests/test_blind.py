@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,14 @@ from sealbench.example import init
 from sealbench.ledger import Ledger
 from sealbench.protocol import load
 from sealbench.report import to_html, to_markdown
-from sealbench.runner import RunOptions, attempt_label, attempt_order, run
+from sealbench.runner import (
+    RunControl,
+    RunInterrupted,
+    attempt_label,
+    attempt_order,
+    resume,
+    run,
+)
 from sealbench.sealing import null_pack_checks, seal
 
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
@@ -232,11 +238,28 @@ def test_seal_prints_the_shape_warning_on_stderr(tmp_path: Path) -> None:
 
 
 def test_resume_keeps_the_attempt_ids(tmp_path: Path) -> None:
-    """The mapping is the run's: a resumed attempt gets the id its first try would have."""
-    proto, ledger = _sealed(tmp_path, "blind")
+    """The mapping is the run's: attempts run after a resume are named with the same secret."""
+    proto, ledger = _sealed(tmp_path, "blind", n=6)
     command = hostile_solver(tmp_path / "agent", before=SNOOP)
-    run(proto, command, ledger=ledger, run_id="keep-1", options=RunOptions(jobs=1))
+    control = RunControl()
+    finished: list[str] = []
+
+    def stop_after_three(kind: str, data: dict[str, object]) -> None:
+        if kind == "attempt":
+            finished.append(str(data["task_id"]))
+            if len(finished) == 3:
+                control.interrupt()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="keep-1", on_event=stop_after_three,
+            control=control)
     secret = ledger.run("keep-1").options["attempt_secret"]
-    assert all(r.record["attempt_id"] == attempt_label(secret, r.task_id, r.epoch)
-               for r in ledger.attempts("keep-1"))
-    assert sys.executable  # the solver ran under this interpreter
+    before = len(ledger.attempts("keep-1"))
+    assert 3 <= before < 9
+    resume(proto, command, "keep-1", ledger=ledger)
+    assert ledger.run("keep-1").options["attempt_secret"] == secret
+    rows = ledger.attempts("keep-1")
+    assert len(rows) == 9 and len(rows) > before
+    for row in rows:
+        assert row.record["attempt_id"] == attempt_label(secret, row.task_id, row.epoch)
+        assert hostile_report(ledger, row.record)["argv"][-1] == row.record["attempt_id"]
