@@ -155,6 +155,7 @@ def test_acceptance_4_honest_only_on_np_ids_is_refused_on_the_bundled_example(
     command = write_solver(tmp_path / "agent", HOSTILE_EXAMPLE)
     result = CliRunner().invoke(main, ["run", str(proto), "--solver", command, "--ledger",
                                        str(ledger), "--jobs", "2", "--run-id", "np-attack"])
+    print(result.stderr)
     assert result.exit_code == 3, result.output
     assert "null pack failed" in result.stderr or "refused" in result.stderr
     assert re.search(r"NP-(POISON-01|LEAK-02|SECRET-01) \(must_", result.stderr), result.stderr

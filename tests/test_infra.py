@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from toy import make_protocol, write_solver
+from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.cli import main
 from sealbench.errors import Refused
@@ -25,6 +25,11 @@ from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, resume, run
 from sealbench.sealing import seal
 
+# the toy solver, giving up on two of the eight tasks (known by their fixture): mean 0.75
+PARTIAL = ("import os, sys\n"
+           "if os.path.exists('app.txt') and any(f'colour {i} ' in open('app.txt').read()\n"
+           "                                      for i in (2, 5)):\n"
+           "    sys.exit(0)\n" + SOLVER)
 FIGURES = ("n", "mean", "ci95", "outcomes", "null_pack", "infrastructure_errors")
 
 
@@ -71,7 +76,7 @@ class ScratchOutage:
 def test_acceptance_8b_a_one_second_scratch_outage_is_not_published_and_resume_publishes_the_same_figures(  # noqa: E501
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     proto = make_protocol(tmp_path / "proto", n=8, min_n=6, task_ids="blind")
-    command = write_solver(tmp_path / "agent")
+    command = write_solver(tmp_path / "agent", PARTIAL)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
@@ -81,6 +86,7 @@ def test_acceptance_8b_a_one_second_scratch_outage_is_not_published_and_resume_p
     # the same run id in two ledgers: same attempt order, same bootstrap seed
     undisturbed = run(proto, command, ledger=calm, run_id="r1")
     assert undisturbed.report["infrastructure_errors"] == 0
+    assert undisturbed.report["mean"] == 0.75
 
     outage = ScratchOutage(scratch, after=4)
     with pytest.raises(Refused) as caught:
@@ -110,6 +116,8 @@ def test_acceptance_8b_a_one_second_scratch_outage_is_not_published_and_resume_p
     assert done.returncode == 0, done.stderr
     resumed = Ledger(stormy.path).run("r1").report
     assert resumed is not None
+    print("undisturbed", _figures(undisturbed.report), "\nresumed    ", _figures(resumed),
+          "\nrefusal    ", caught.value.lines())
     assert _figures(resumed) == _figures(undisturbed.report)
     assert resumed["infrastructure_error_attempts"] == []
     # the errors stay on record, followed by their re-runs
@@ -161,11 +169,13 @@ def test_acceptance_9_a_sandbox_failing_mid_run_blocks_publication_until_resume(
     runs = CliRunner().invoke(main, ["runs", "--ledger", str(ledger.path), "--format", "json"])
     assert "infrastructure error" in json.loads(runs.stdout)[0]["result"]
 
+    print("run b1 stderr:", result.stderr)
     resumed = resume(proto, command, "b1", ledger=ledger, options=RunOptions())
     assert resumed.report["n"] == 6
     assert resumed.report["infrastructure_errors"] == 0
     assert ledger.run("b1").state == "published"
     assert int(count.read_text()) > 9  # the resume went through the (now working) wrapper
+    print("resumed b1:", _figures(resumed.report))
 
 
 def test_a_scratch_directory_that_does_not_exist_is_one_line(tmp_path: Path) -> None:

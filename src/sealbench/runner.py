@@ -231,6 +231,7 @@ class Run:
                                   " The solver can read the oracles; reports say sandbox: none"})
         self.run_id = run_id or new_run_id()
         self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
+        self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         self.solver = CommandSolver(argv, visible=solver_files(argv))
@@ -280,7 +281,7 @@ class Run:
             (t, e) for e in range(self.options.epochs) for t in protocol.dataset]
         jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
                 if (t.kind, t.id, e) not in done]
-        self.doomed = threading.Event()
+        self.doomed.clear()
         if any(r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
                and not judge_control(r.task_id, rules[r.task_id], r.record).ok
                for r in current):
