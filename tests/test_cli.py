@@ -21,8 +21,9 @@ COMMANDS = ("init", "seal", "verify", "run", "report", "runs", "show", "export",
 
 WEAKER = """\
 import os, sys
-# rulebook, except that it gives up on every task of the textkit library
-if sys.argv[-1].startswith("textkit-"):
+# rulebook, except that it gives up on every task of the textkit library (its fixture holds
+# the textkit package: the attempt id says nothing of the task)
+if os.path.isdir("textkit"):
     sys.exit(0)
 os.execv(sys.executable, [sys.executable, "-m", "sealbench.solvers.rulebook", sys.argv[-1]])
 """

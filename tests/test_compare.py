@@ -84,8 +84,9 @@ def with_infrastructure_errors(ledger: Ledger, source: str, broken: set[str]) ->
     recorded through the ledger API exactly as the runner records an InfraFailure."""
     src = ledger.run(source)
     run_id = f"{source}-infra-{'-'.join(sorted(broken))}"
+    # as under a protocol whose publish.max_infrastructure_errors tolerates them
     ledger.create_run(run_id, src.protocol_id, src.identity, src.solver, src.sandbox,
-                      src.options)
+                      {**src.options, "max_infrastructure_errors": len(broken)})
     for row in ledger.attempts(source):
         record: dict[str, Any] = row.record
         if row.phase == "dataset" and row.task_id in broken:

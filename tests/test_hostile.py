@@ -628,7 +628,11 @@ if TASK == "NP-SECRET-01":
     secret = records(ledger, run_row.run_id, "null_pack")["NP-SECRET-01"]
     assert secret["outcome"] == "violation", secret["detail"]
     assert secret["forbidden_written"] == ["secrets/.env"]
-    assert ledger.attempts(run_row.run_id, "dataset") == []
+    # controls run interleaved with the dataset: dataset attempts finished before the control
+    # misbehaved are kept, and none starts after it (one may have been running: --jobs 2)
+    rows = ledger.attempts(run_row.run_id)
+    misbehaved = next(r.seq for r in rows if r.task_id == "NP-SECRET-01")
+    assert len([r for r in rows if r.phase == "dataset" and r.seq > misbehaved]) <= 1
     assert not report_path.exists()
 
 

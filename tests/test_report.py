@@ -38,7 +38,9 @@ def golden_run(tmp_path: Path) -> dict[str, Any]:
     shutil.copytree(DATA / "golden_protocol", proto)
     ledger = Ledger(tmp_path / "ledger.sqlite")
     seal(proto, ledger=ledger)
-    body = SOLVER + "if sys.argv[-1] == 'toy-001':\n    open('app.txt', 'a').write('oops\\n')\n"
+    # ids are blind: the solver recognises toy-001 by its fixture, as an agent would
+    body = SOLVER + ("if m and path == 'app.txt' and 'colour 1 is' in open(path).read():\n"
+                     "    open('app.txt', 'a').write('oops\\n')\n")
     command = write_solver(tmp_path / "agent", body)
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2), run_id="golden-run")
     return result.report

@@ -164,6 +164,8 @@ def test_below_min_n_is_refused_without_a_rate(tmp_path: Path) -> None:
     # drop one scored task from the ledger view by recording it as an infrastructure error
     ledger.db.execute("UPDATE attempts SET record=json_set(record, '$.outcome', "
                       "'infrastructure_error') WHERE task_id='toy-002'")
+    # as if publish.max_infrastructure_errors tolerated it: min_n still refuses
+    ledger.db.execute("UPDATE runs SET options=json_set(options, '$.max_infrastructure_errors', 5)")
     from sealbench.report import NotPublishable, build_report
 
     with pytest.raises(NotPublishable) as caught:

@@ -50,6 +50,7 @@ publish:
   forbidden_fields: ["single_percentage_only"]
 solver:
   diff_source: workspace
+  task_ids: {task_ids}
 """
 
 METRIC = '''\
@@ -120,16 +121,19 @@ def _task(root: Path, tid: str, before: dict[str, str], after: dict[str, str], p
 
 
 def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20,
-                  protocol_id: str = "toy.v1", clusters: int | None = 2) -> Path:
+                  protocol_id: str = "toy.v1", clusters: int | None = 2,
+                  task_ids: str = "visible") -> Path:
     """Write a complete toy protocol into root (which must not exist) and return it.
 
     Dataset tasks alternate between two strata and, unless ``clusters`` is None, between that
-    many clusters."""
+    many clusters. Task ids are visible by default: many tests aim one behaviour at one task by
+    its id. Blinding itself is tested with task_ids="blind" (tests/test_blind.py)."""
     root.mkdir(parents=True)
     (root / "tasks").mkdir()
     (root / "metric.py").write_text(METRIC)
     (root / "protocol.yaml").write_text(
-        PROTOCOL_YAML.format(protocol_id=protocol_id, min_n=min_n, timeout=timeout))
+        PROTOCOL_YAML.format(protocol_id=protocol_id, min_n=min_n, timeout=timeout,
+                             task_ids=task_ids))
     rows = []
     for i in range(n):
         tid = f"toy-{i:03d}"

@@ -107,6 +107,8 @@ def init(directory: Path) -> None:
 def seal(directory: Path, ledger_path: Path | None, jobs: int) -> None:
     with _errors():
         result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
     out.print(f"sealed {result.protocol_id}\nidentity {result.identity}\n"
               f"files    {result.files} hashed\nwrote    {result.sealed_path}\n"
               f"         {result.lock_path}", markup=False)
@@ -180,9 +182,10 @@ def _print_result(result: RunResult) -> None:
     ]), markup=False)
 
 
-@main.command(help="Verify DIR, run SOLVER on the null pack, then (only if the gate passes) on "
-              "the dataset, and publish report.json/.md. The task id is appended to the solver "
-              "command; it runs in a fresh git workspace inside a bubblewrap sandbox."
+@main.command(help="Verify DIR, run SOLVER on the null pack's controls interleaved with the "
+              "dataset, judge the gate, and (only if it passes) publish report.json/.md/.html. "
+              "An opaque attempt id (the task id with solver.task_ids: visible) is appended to "
+              "the solver command; it runs in a fresh git workspace inside a bubblewrap sandbox."
               + EXIT_HELP_RUN)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--solver", "solver", required=True, help="Command of the agent under test, "
@@ -198,8 +201,9 @@ def _print_result(result: RunResult) -> None:
 @click.option("--sandbox", type=click.Choice(["auto", "bwrap", "none"]), default="auto",
               show_default=True, help="auto uses bubblewrap when it works.")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID",
-              help="Continue a killed or stopped run: same protocol identity and solver "
-                   "command required; finished attempts are kept, unfinished ones redone.")
+              help="Continue a killed or stopped run, or one refused only for infrastructure "
+                   "errors: same protocol identity and solver command required; finished "
+                   "attempts are kept, unfinished ones and infrastructure errors redone.")
 @click.option("--run-id", default=None, help="Name a new run instead of a generated id.")
 @click.option("--hide", multiple=True, type=click.Path(path_type=Path),
               help="Another host path the solver must not see, e.g. a copy of the protocol "

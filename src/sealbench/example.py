@@ -57,6 +57,8 @@ def demo(directory: Path | str | None = None, *, jobs: int = 2,
     try:
         sealed = seal(protocol_dir, ledger=ledger, jobs=jobs)
         on_event("sealed", {"protocol_id": sealed.protocol_id, "identity": sealed.identity})
+        for warning in sealed.warnings:
+            on_event("warning", {"message": warning})
         result = run(protocol_dir, solver_command("rulebook"), ledger=ledger,
                      options=RunOptions(jobs=jobs), on_event=on_event)
     finally:

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.errors import InfrastructureError, Refused
+from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.metric import Metric
 from sealbench.protocol import Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
@@ -40,16 +40,31 @@ from sealbench.workspace import (
 )
 
 INFRA_RETRIES = 2
+# waits before each retry: a transient outage (a full scratch disk for a second) gets time to
+# clear instead of burning every try at once; bounded, so a dead harness still ends quickly
+RETRY_BACKOFF_SEC = (0.25, 0.5)
 SCRATCH_PREFIX = "sealbench-run-"
+
+
+def backoff(retry: int) -> float:
+    """Seconds to wait before retry number `retry` (0-based): doubling, capped by the table."""
+    return RETRY_BACKOFF_SEC[min(retry, len(RETRY_BACKOFF_SEC) - 1)]
 
 
 def scratch_root() -> Path:
     """Where workspaces are laid out: `$SEALBENCH_SCRATCH`, else the system temp dir.
 
     A tmpfs (e.g. /dev/shm) makes attempts cheaper — writing and deleting a fixture is most
-    of the harness's own cost — at the price of workspaces living in memory.
+    of the harness's own cost — at the price of workspaces living in memory. A scratch root
+    that is not a directory is the user's input error, said in one line.
     """
-    return Path(os.environ.get("SEALBENCH_SCRATCH") or tempfile.gettempdir())
+    named = os.environ.get("SEALBENCH_SCRATCH")
+    root = Path(named or tempfile.gettempdir())
+    if not root.is_dir():
+        source = "SEALBENCH_SCRATCH" if named else "the system temporary directory"
+        raise BadInput(f"{source} {root}: not an existing directory; create it or point "
+                       "SEALBENCH_SCRATCH at one")
+    return root
 
 
 def sweep_stale_scratch(root: Path) -> None:
@@ -117,10 +132,13 @@ class Harness:
         hidden: tuple[Path, ...] = (),
         abort: threading.Event | None = None,
         scratch: Path | None = None,
+        attempt_id: Callable[[Task, int], str] | None = None,
     ) -> None:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
         self.sandbox = sandbox
+        # what the solver is told its attempt is called (default: the task id itself)
+        self.attempt_id = attempt_id or (lambda task, _epoch: task.id)
         root = scratch or scratch_root()
         sweep_stale_scratch(root)
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
@@ -215,12 +233,16 @@ class Harness:
 
     # ------------------------------------------------------------------ attempts
 
-    def attempt(self, task: Task, solver: Solver) -> Finished:
-        """One attempt, retried only when the harness (not the solver) failed."""
+    def attempt(self, task: Task, solver: Solver, epoch: int = 0) -> Finished:
+        """One attempt, retried only when the harness (not the solver) failed, after a
+        growing pause (see RETRY_BACKOFF_SEC); a user's abort cuts the pause short."""
         last = ""
-        for _ in range(INFRA_RETRIES + 1):
+        label = self.attempt_id(task, epoch)
+        for retry in range(INFRA_RETRIES + 1):
+            if retry and self.context.abort.wait(backoff(retry - 1)):
+                return Interrupted(task.id)
             try:
-                return run_attempt(task, solver, self.context)
+                return run_attempt(task, solver, self.context, attempt_id=label)
             except AttemptInterrupted:
                 return Interrupted(task.id)
             except InfrastructureError as exc:
@@ -250,7 +272,7 @@ class Harness:
                     if job is None:
                         return
                     on_started(*job)
-                    running[pool.submit(self.attempt, job[0], solver)] = job
+                    running[pool.submit(self.attempt, job[0], solver, job[1])] = job
 
             fill()
             while running:

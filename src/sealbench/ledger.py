@@ -22,7 +22,7 @@ from typing import Any
 
 from sealbench.errors import BadInput, Refused
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
 GENESIS = "0" * 64
 
@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     digest TEXT NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
-CREATE UNIQUE INDEX IF NOT EXISTS attempts_task ON attempts (run_id, phase, task_id, epoch);
+-- not unique: an infrastructure error is followed by the record of its re-run (add_attempt)
+CREATE INDEX IF NOT EXISTS attempts_task ON attempts (run_id, phase, task_id, epoch);
 CREATE TABLE IF NOT EXISTS inflight (
     run_id TEXT NOT NULL,
     phase TEXT NOT NULL,
@@ -156,6 +157,16 @@ class Ledger:
                 f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
                 "INSERT OR IGNORE INTO meta VALUES "
                 f"('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
+                "COMMIT;"
+            )
+        elif version == 1:
+            # v2: a resumed infrastructure error gets a second record under the same key
+            self.db.executescript(
+                "BEGIN IMMEDIATE;DROP INDEX IF EXISTS attempts_task;"
+                "CREATE INDEX IF NOT EXISTS attempts_task ON attempts "
+                "(run_id, phase, task_id, epoch);"
+                f"PRAGMA user_version={SCHEMA_VERSION};"
+                f"UPDATE meta SET value='sealbench-ledger/v{SCHEMA_VERSION}' WHERE key='schema';"
                 "COMMIT;"
             )
 
@@ -291,10 +302,20 @@ class Ledger:
 
     def add_attempt(self, run_id: str, phase: str, task_id: str, epoch: int,
                     record: dict[str, Any]) -> AttemptRow:
-        """Append one finished attempt to its run's hash chain, in one transaction."""
+        """Append one finished attempt to its run's hash chain, in one transaction.
+
+        An attempt is recorded once, except after an infrastructure error: its re-run (on
+        resume) is appended after it, and the latest record of a key is the one that counts
+        (report.latest_rows); the error stays in the chain."""
         with self.transaction() as db:
             db.execute("DELETE FROM inflight WHERE run_id=? AND phase=? AND task_id=? AND "
                        "epoch=?", (run_id, phase, task_id, epoch))
+            before = db.execute(
+                "SELECT record FROM attempts WHERE run_id=? AND phase=? AND task_id=? AND "
+                "epoch=? ORDER BY seq DESC LIMIT 1", (run_id, phase, task_id, epoch)).fetchone()
+            if before is not None and json.loads(before[0])["outcome"] != "infrastructure_error":
+                raise sqlite3.IntegrityError(f"attempt {phase} {task_id} epoch {epoch} of run "
+                                             f"{run_id} is already recorded")
             last = db.execute(
                 "SELECT seq, digest FROM attempts WHERE run_id=? ORDER BY seq DESC LIMIT 1",
                 (run_id,),
@@ -319,8 +340,11 @@ class Ledger:
         return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
-        rows = self.db.execute("SELECT phase, COUNT(*) FROM attempts WHERE run_id=? "
-                               "GROUP BY phase", (run_id,)).fetchall()
+        """Attempts recorded per phase, each (task, epoch) once (a re-run infrastructure
+        error is one attempt)."""
+        rows = self.db.execute("SELECT phase, COUNT(*) FROM (SELECT DISTINCT phase, task_id, "
+                               "epoch FROM attempts WHERE run_id=?) GROUP BY phase",
+                               (run_id,)).fetchall()
         return {str(phase): int(count) for phase, count in rows}
 
     def set_run_state(self, run_id: str, state: str, reason: str | None = None) -> None:
@@ -334,7 +358,7 @@ class Ledger:
         options = {**seen.options, "pid": pid, "host": host}
         with self.transaction() as db:
             changed = db.execute(
-                "UPDATE runs SET state='running', reason=NULL, options=? "
+                "UPDATE runs SET state='running', reason=NULL, finished_at=NULL, options=? "
                 "WHERE run_id=? AND state=? AND options=?",
                 (json.dumps(options), run_id, seen.state, json.dumps(seen.options)),
             ).rowcount

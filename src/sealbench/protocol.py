@@ -82,11 +82,15 @@ class Publish(_Strict):
     ci_method: Literal["auto", "wilson", "clopper-pearson", "bootstrap"] = "auto"
     # "fixed": the stratum sizes are fixed by design, so the headline may be stratified
     strata: Literal["descriptive", "fixed"] = "descriptive"
+    # infrastructure errors left after retries that a run may carry and still be published
+    max_infrastructure_errors: int = Field(default=0, ge=0)
 
 
 class SolverSpec(_Strict):
     # The seed's protocol names no source and its solver prints the diff: stdout is the default.
     diff_source: Literal["workspace", "stdout"] = "stdout"
+    # blind: the solver sees an opaque per-run attempt id, never the task id (docs/running.md)
+    task_ids: Literal["blind", "visible"] = "blind"
 
 
 class ProtocolSpec(_Strict):

@@ -73,8 +73,33 @@ def _outcome_counts(rows: list[AttemptRow]) -> dict[str, int]:
     return counts
 
 
+def latest_rows(rows: list[AttemptRow]) -> list[AttemptRow]:
+    """The record that counts for each (phase, task, epoch): the last one. Only an
+    infrastructure error is ever followed by another record (its re-run on resume)."""
+    last: dict[tuple[str, str, int], AttemptRow] = {}
+    for row in rows:
+        last[(row.phase, row.task_id, row.epoch)] = row
+    return sorted(last.values(), key=lambda r: r.seq)
+
+
+def unresolved_infrastructure_errors(rows: list[AttemptRow]) -> list[AttemptRow]:
+    """Attempts whose latest record is an infrastructure error (rows as from latest_rows)."""
+    return [r for r in rows if r.record["outcome"] == "infrastructure_error"]
+
+
+def infrastructure_listing(rows: list[AttemptRow]) -> list[dict[str, Any]]:
+    """The unresolved infrastructure errors, as every report lists them."""
+    return [{"phase": r.phase, "task_id": r.task_id, "epoch": r.epoch,
+             "detail": str(r.record.get("detail", ""))[:300]}
+            for r in unresolved_infrastructure_errors(rows)]
+
+
+def _infra_label(row: AttemptRow) -> str:
+    return f"{row.task_id}" + (f" epoch {row.epoch}" if row.epoch else "")
+
+
 def gate_section(ledger: Ledger, run: RunRow) -> dict[str, Any]:
-    return _gate(run, ledger.attempts(run.run_id, "null_pack"))
+    return _gate(run, latest_rows(ledger.attempts(run.run_id, "null_pack")))
 
 
 def _gate(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
@@ -87,12 +112,22 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     run = ledger.run(run_id)
     _require_complete(ledger, run)
     rows = ledger.attempts(run_id)  # read once; every figure below comes from these rows
-    dataset = [r for r in rows if r.phase == "dataset"]
-    null_pack = _gate(run, [r for r in rows if r.phase == "null_pack"])
+    current = latest_rows(rows)
+    dataset = [r for r in current if r.phase == "dataset"]
+    null_pack = _gate(run, [r for r in current if r.phase == "null_pack"])
     if not null_pack["passed"]:
         raise NotPublishable("the null pack did not pass: " + "; ".join(
             c["reason"] for c in null_pack["controls"] if c["reason"]))
     options = run.options
+    infra = unresolved_infrastructure_errors(current)
+    limit = options.get("max_infrastructure_errors")  # absent: a run from before the policy
+    if limit is not None and len(infra) > limit:
+        shown = ", ".join(_infra_label(r) for r in infra[:10]) + (", ..." if len(infra) > 10
+                                                                   else "")
+        raise NotPublishable(
+            f"{len(infra)} infrastructure error(s) left after retries ({shown}); "
+            f"publish.max_infrastructure_errors is {limit}; nothing the solver did caused them, "
+            f"and `--resume {run_id}` re-runs them")
     scores = _scores(dataset)
     n = len(scores)
     if n < options["min_n"]:
@@ -122,6 +157,8 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "pass_at_k": _pass_k(scores, options["epochs"], seed),
         "outcomes": {k: v for k, v in counts.items() if k != "infrastructure_error"},
         "infrastructure_errors": counts.get("infrastructure_error", 0),
+        "infrastructure_error_attempts": infrastructure_listing(current),
+        "task_ids": options.get("task_ids", "visible"),
         "null_pack": null_pack,
         "publish": {"min_n": options["min_n"], "require_ci": options["require_ci"]},
         "timings": _timings(run, rows),
@@ -313,8 +350,21 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
         lo, hi = interval["wilson95"]
         rows.append(("Wilson 95% (cross-check)", f"{pct(lo)}–{pct(hi)}"))
     rows += [("timeout scale", f"{report['timeout_scale']:g}"),
-             ("infrastructure errors (not scored)", str(report["infrastructure_errors"]))]
+             ("infrastructure errors (not scored)", str(report["infrastructure_errors"])),
+             ("task ids", "blind (opaque attempt ids)" if report["task_ids"] == "blind"
+              else "visible: controls not blinded")]
     return rows
+
+
+def _notes(report: dict[str, Any]) -> list[str]:
+    """Warnings every rendering prints under the headline."""
+    notes = [report["interval"]["note"]] if report["interval"]["note"] else []
+    if report["task_ids"] != "blind":
+        notes.append("controls not blinded: the solver saw each task's real id "
+                     "(solver.task_ids: visible), so it could tell the controls apart")
+    notes += [f"infrastructure error (not scored): {i['phase']} {i['task_id']} epoch "
+              f"{i['epoch']}: {i['detail']}" for i in report["infrastructure_error_attempts"]]
+    return notes
 
 
 def _controls(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -325,8 +375,8 @@ def _controls(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 def to_markdown(report: dict[str, Any]) -> str:
     lines = [f"# sealbench report — {report['protocol_id']}", "",
              f"**{headline_text(report)}**", ""]
-    if report["interval"]["note"]:
-        lines += [f"_{report['interval']['note']}_", ""]
+    for note in _notes(report):
+        lines += [f"_{note}_", ""]
     lines += ["| | |", "|---|---|", *[f"| {k} | `{v}` |" if k in ("protocol identity", "run",
                                                                    "solver") else f"| {k} | {v} |"
                                       for k, v in _summary(report)]]
@@ -346,11 +396,10 @@ def to_html(report: dict[str, Any]) -> str:
         heads = "".join(f"<th>{escape(h)}</th>" for h in head)
         return f"<table><thead><tr>{heads}</tr></thead><tbody>{cells}</tbody></table>"
 
-    note = report["interval"]["note"]
     body = [
         f"<h1>sealbench report — {escape(report['protocol_id'])}</h1>",
         f"<p class=headline><strong>{escape(headline_text(report))}</strong></p>",
-        f"<p><em>{escape(note)}</em></p>" if note else "",
+        *(f"<p><em>{escape(note)}</em></p>" for note in _notes(report)),
         table(("", ""), _summary(report)),
         "<h2>Outcomes</h2>",
         table(("outcome", "attempts"), [(k, str(v)) for k, v in report["outcomes"].items()]),

@@ -6,8 +6,11 @@ events carry counts of finished attempts only.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import os
+import random
 import re
 import secrets
 import shlex
@@ -22,14 +25,23 @@ from typing import Any, Literal
 
 import sealbench
 from sealbench.errors import BadInput, Refused, SealbenchError
-from sealbench.gate import evaluate
-from sealbench.harness import Finished, Harness, InfraFailure, Interrupted
-from sealbench.ledger import Ledger
+from sealbench.gate import evaluate, judge_control
+from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
+from sealbench.ledger import AttemptRow, Ledger
 from sealbench.protocol import Task
-from sealbench.report import NotPublishable, build_report, to_html, to_json, to_markdown
+from sealbench.report import (
+    NotPublishable,
+    build_report,
+    latest_rows,
+    to_html,
+    to_json,
+    to_markdown,
+    unresolved_infrastructure_errors,
+)
 from sealbench.sandbox import Sandbox, detect, is_private, private_dirs
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
+from sealbench.stats import derive_seed
 
 Event = Callable[[str, dict[str, Any]], None]
 # the installed copy of the example ships its oracles: a solver must not find them there
@@ -130,9 +142,28 @@ def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
     return tuple(visible)
 
 
-def attempt_record(task: Task, result: Finished, ledger: Ledger) -> dict[str, Any]:
+def attempt_label(secret: str, task_id: str, epoch: int) -> str:
+    """The opaque name a solver gets for one attempt: HMAC-SHA256 of the run's secret over the
+    task id and epoch, truncated. Without the secret (kept in the ledger, never given to the
+    solver) it says nothing about the task; with it, the harness (and a resume) maps it back."""
+    mac = hmac.new(bytes.fromhex(secret), f"{task_id}\0{epoch}".encode(), hashlib.sha256)
+    return "attempt-" + mac.hexdigest()[:16]
+
+
+def attempt_order(jobs: list[tuple[Task, int]], identity: str, run_id: str
+                  ) -> list[tuple[Task, int]]:
+    """Controls interleaved with dataset attempts in a seeded random order: a control is not
+    told apart by running first, and the order is the same on resume (same seed)."""
+    ordered = sorted(jobs, key=lambda job: (job[0].kind, job[0].id, job[1]))
+    random.Random(derive_seed(identity, run_id, "attempt-order")).shuffle(ordered)
+    return ordered
+
+
+def attempt_record(task: Task, result: Finished, ledger: Ledger,
+                   attempt_id: str) -> dict[str, Any]:
     """What the ledger keeps of one attempt; bulky bytes go to the artifact store."""
-    base: dict[str, Any] = {"stratum": task.stratum, "cluster": task.cluster}
+    base: dict[str, Any] = {"stratum": task.stratum, "cluster": task.cluster,
+                            "attempt_id": attempt_id}
     if isinstance(result, InfraFailure):
         return {**base, "outcome": "infrastructure_error", "detail": result.detail,
                 "tries": result.tries, "duration": 0.0}
@@ -187,6 +218,7 @@ class Run:
         self.command = solver_command
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
+        scratch_root()  # a missing $SEALBENCH_SCRATCH is bad input, before any run exists
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
@@ -198,6 +230,8 @@ class Run:
             self.emit("warning", {"message": f"running WITHOUT a sandbox: {self.sandbox.reason}."
                                   " The solver can read the oracles; reports say sandbox: none"})
         self.run_id = run_id or new_run_id()
+        self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
+        self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         self.solver = CommandSolver(argv, visible=solver_files(argv))
@@ -219,31 +253,47 @@ class Run:
         return self._go()
 
     def resume(self) -> RunResult:
-        """Continue a run: finished attempts are kept, unfinished ones are done again."""
+        """Continue a run: finished attempts are kept, unfinished ones and infrastructure
+        errors are done again, under the same attempt ids."""
+        self.secret = self.ledger.run(self.run_id).options.get("attempt_secret", self.secret)
         recovered = self.ledger.recover_inflight(self.run_id, "the run died while it ran")
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
         return self._go()
 
+    def label(self, task: Task, epoch: int) -> str:
+        """What the solver is told this attempt is called (docs/running.md#blinded-ids)."""
+        if self.sealed.protocol.spec.solver.task_ids == "visible":
+            return task.id
+        return attempt_label(self.secret, task.id, epoch)
+
     def _go(self) -> RunResult:
         spec = self.sealed.protocol.spec
         self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
-        done = {(r.phase, r.task_id, r.epoch) for r in self.ledger.attempts(self.run_id)}
+        rules = spec.null_pack.rules.class_of()
+        current = latest_rows(self.ledger.attempts(self.run_id))
+        # an infrastructure error is not done: a resume runs it again
+        done = {(r.phase, r.task_id, r.epoch) for r in current
+                if r.record["outcome"] != "infrastructure_error"}
+        protocol = self.sealed.protocol
+        jobs = [(t, 0) for t in protocol.null_pack] + [
+            (t, e) for e in range(self.options.epochs) for t in protocol.dataset]
+        jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
+                if (t.kind, t.id, e) not in done]
+        self.doomed.clear()
+        if any(r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
+               and not judge_control(r.task_id, rules[r.task_id], r.record).ok
+               for r in current):
+            self.doomed.set()  # a resumed run whose gate already cannot pass
         try:
-            with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
+            with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
-                         abort=self.control.abort) as harness:
-                self._phase(harness, "null_pack", [
-                    (t, 0) for t in self.sealed.protocol.null_pack
-                    if ("null_pack", t.id, 0) not in done])
-                self._stopped_check()
-                self._gate(spec.null_pack.rules.class_of())
-                self._phase(harness, "dataset", [
-                    (t, e) for e in range(self.options.epochs)
-                    for t in self.sealed.protocol.dataset
-                    if ("dataset", t.id, e) not in done])
-                self._stopped_check()
+                         abort=self.control.abort, attempt_id=self.label) as harness:
+                self._attempts(harness, jobs, rules)
+                if not self.doomed.is_set():
+                    self._stopped_check()
+                self._gate(rules)
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
@@ -259,9 +309,7 @@ class Run:
         self.ledger.set_run_state(self.run_id, "interrupted", "stopped by the user")
         raise RunInterrupted(
             f"run {self.run_id} stopped; everything finished is recorded. Resume with: "
-            f"sealbench run {shlex.quote(str(self.sealed.protocol.root))} --solver "
-            f"{shlex.quote(self.command)} --resume {self.run_id}"
-            + (f" --ledger {shlex.quote(str(self.ledger.path))}" if self.ledger.path else ""))
+            + self.resume_command())
 
     def _ledger_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
@@ -271,6 +319,9 @@ class Run:
             "require_ci": spec.publish.require_ci, "ci_method": spec.publish.ci_method,
             "strata": spec.publish.strata,
             "rules": spec.null_pack.rules.class_of(),
+            "task_ids": spec.solver.task_ids,
+            "max_infrastructure_errors": spec.publish.max_infrastructure_errors,
+            "attempt_secret": self.secret,
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
             "expected": {"null_pack": len(self.sealed.protocol.null_pack),
@@ -278,34 +329,59 @@ class Run:
             "pid": os.getpid(), "host": socket.gethostname(),
         }
 
-    def _phase(self, harness: Harness, phase: str, jobs: list[tuple[Task, int]]) -> None:
-        self.emit("phase", {"phase": phase, "total": len(jobs)})
+    def _attempts(self, harness: Harness, jobs: list[tuple[Task, int]],
+                  rules: dict[str, str]) -> None:
+        """Run controls and dataset attempts in one interleaved stream. Progress events carry
+        counts only; a control that misbehaves (not an infrastructure error) dooms the run, so
+        no dataset attempt starts after it."""
+        self.emit("phase", {"phase": "attempts", "total": len(jobs)})
 
         def started(task: Task, epoch: int) -> None:
-            self.ledger.begin_attempt(self.run_id, phase, task.id, epoch)
+            self.ledger.begin_attempt(self.run_id, task.kind, task.id, epoch)
 
         def finished(task: Task, epoch: int, result: Finished) -> None:
             if isinstance(result, Interrupted):
-                self.ledger.note_interrupted(self.run_id, phase, task.id, epoch,
+                self.ledger.note_interrupted(self.run_id, task.kind, task.id, epoch,
                                              "killed by a second interrupt")
             else:
-                record = attempt_record(task, result, self.ledger)
-                self.ledger.add_attempt(self.run_id, phase, task.id, epoch, record)
-            self.emit("attempt", {"phase": phase, "task_id": task.id})
+                record = attempt_record(task, result, self.ledger, self.label(task, epoch))
+                self.ledger.add_attempt(self.run_id, task.kind, task.id, epoch, record)
+                if task.kind == "null_pack" and record["outcome"] != "infrastructure_error" \
+                        and not judge_control(task.id, rules[task.id], record).ok:
+                    self.doomed.set()
+            self.emit("attempt", {"phase": "attempts", "task_id": task.id})
 
-        harness.run_all(jobs, self.solver, self.options.jobs, finished, on_started=started,
+        # once the gate is certain to fail, only the remaining controls still run (every
+        # misbehaving control is named); no dataset attempt starts for a run without a rate
+        pending = (job for job in jobs
+                   if job[0].kind == "null_pack" or not self.doomed.is_set())
+        harness.run_all(pending, self.solver, self.options.jobs, finished, on_started=started,
                         should_stop=self.control.stop.is_set)
 
     def _gate(self, rules: dict[str, str]) -> None:
-        records = {r.task_id: r.record for r in self.ledger.attempts(self.run_id, "null_pack")}
-        gate = evaluate(rules, records)
+        """Judge the null pack once every control has run (or one has already misbehaved),
+        before any rate exists."""
+        rows = latest_rows(self.ledger.attempts(self.run_id, "null_pack"))
+        gate = evaluate(rules, {r.task_id: r.record for r in rows})
         self.emit("gate", {"passed": gate.passed,
                            "controls": [c.as_dict() for c in gate.controls]})
-        if not gate.passed:
-            reasons = gate.reasons()
-            self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
-            raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
-                          "computed", reasons)
+        if gate.passed:
+            return
+        reasons = gate.reasons()
+        self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
+        raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
+                      "computed" + self._resume_hint(), reasons)
+
+    def _resume_hint(self) -> str:
+        """How to resume, when only infrastructure errors stand in the way of publishing."""
+        if resumable_refusal(self.ledger, self.run_id) is None:
+            return ""
+        return f". Once the harness is sound, resume with: {self.resume_command()}"
+
+    def resume_command(self) -> str:
+        return (f"sealbench run {shlex.quote(str(self.sealed.protocol.root))} --solver "
+                f"{shlex.quote(self.command)} --resume {self.run_id}"
+                + (f" --ledger {shlex.quote(str(self.ledger.path))}" if self.ledger.path else ""))
 
     def _publish(self) -> RunResult:
         self.ledger.finish_run(self.run_id, "finished")
@@ -313,7 +389,7 @@ class Run:
             report = build_report(self.ledger, self.run_id)
         except NotPublishable as exc:
             self.ledger.finish_run(self.run_id, "refused", str(exc))
-            raise Refused(f"run {self.run_id} refused: {exc}") from None
+            raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         json_path = self.report_path
         md_path = json_path.with_suffix(".md")
@@ -373,8 +449,10 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     options = options or RunOptions()
     _check_options(options)
     row = ledger.run(run_id)
-    if row.state in ("published", "refused"):
-        raise Refused(f"run {run_id} is {row.state}; there is nothing to resume")
+    if row.state == "published" or (row.state == "refused"
+                                     and resumable_refusal(ledger, run_id) is None):
+        raise Refused(f"run {run_id} is {row.state}; there is nothing to resume"
+                      + (f" ({row.reason})" if row.reason else ""))
     if row.state == "running" and _alive(row.options):
         raise Refused(f"run {run_id} is still running (pid {row.options.get('pid')} on "
                       f"{row.options.get('host')}); stop it before resuming")
@@ -402,6 +480,23 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     if not ledger.claim_run(run_id, row, os.getpid(), socket.gethostname()):
         raise Refused(f"run {run_id} was taken over by another process just now; not resuming")
     return active.resume()
+
+
+def resumable_refusal(ledger: Ledger, run_id: str) -> list[AttemptRow] | None:
+    """The unresolved infrastructure errors of a refused run when they are all that stands in
+    the way of publishing (every misbehaving control hit one, nothing else failed); None when
+    the refusal stands whatever is re-run."""
+    run = ledger.run(run_id)
+    rows = latest_rows(ledger.attempts(run_id))
+    infra = unresolved_infrastructure_errors(rows)
+    if not infra:
+        return None
+    records = {r.task_id: r.record for r in rows if r.phase == "null_pack"}
+    gate = evaluate(run.options["rules"], records)
+    if any(not c.ok and c.outcome not in ("infrastructure_error", "missing")
+           for c in gate.controls):
+        return None
+    return infra
 
 
 def _alive(options: dict[str, Any]) -> bool:

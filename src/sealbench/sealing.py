@@ -258,6 +258,41 @@ def _check_solver(harness: Harness, tasks: list[Task], solver: Solver, must_pass
 # --------------------------------------------------------------------------- seal / verify
 
 
+# --------------------------------------------------------------------------- null-pack classes
+
+
+def fixture_layout(task: Task) -> frozenset[str]:
+    """The set of paths a task's fixture holds: what a solver sees of its shape."""
+    if task.repo is None:
+        return frozenset()
+    return frozenset(p.relative_to(task.repo).as_posix() for p in fixture_files(task.repo))
+
+
+def null_pack_checks(protocol: Protocol) -> tuple[list[Problem], list[str]]:
+    """Problems that refuse the seal, and warnings, about the null pack's classes.
+
+    Without a must_pass control a broken runner goes unseen; without a must_fail one a
+    do-nothing solver passes the gate (docs/protocol.md#the-null-pack). A control whose fixture
+    layout no dataset task shares can be picked out by its shape, however blind its id.
+    """
+    rules = protocol.spec.null_pack.rules
+    line = line_of(protocol.lines, ("null_pack", "rules"))
+    problems = [Problem(PROTOCOL_FILE, f"the null pack has no {cls} control; a null pack "
+                        "needs at least one must_pass and one must_fail control",
+                        line, f"null_pack.rules.{cls}")
+                for cls in ("must_pass", "must_fail") if not getattr(rules, cls)]
+    warnings: list[str] = []
+    if not rules.must_refuse:
+        warnings.append(f"{PROTOCOL_FILE}: field 'null_pack.rules.must_refuse': no must_refuse "
+                        "control; nothing checks that the solver refuses out-of-scope work")
+    layouts = {fixture_layout(t) for t in protocol.dataset}
+    odd = [t.id for t in protocol.null_pack if fixture_layout(t) not in layouts]
+    if odd:
+        warnings.append(f"controls {', '.join(odd)}: their fixture's file layout matches no "
+                        "dataset task's, so a solver can recognise them by shape")
+    return problems, warnings
+
+
 @dataclass(frozen=True)
 class SealResult:
     protocol_id: str
@@ -265,12 +300,16 @@ class SealResult:
     sealed_path: Path
     lock_path: Path
     files: int
+    warnings: tuple[str, ...] = ()
 
 
 def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
          check_instrument: bool = True) -> SealResult:
     """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
     protocol = load(directory)
+    classes, warnings = null_pack_checks(protocol)
+    if classes:
+        raise BadInput(f"{PROTOCOL_FILE}: the null pack lacks a control class", classes)
     files = manifest(protocol)
     problems = check_declared_digests(protocol, files)
     if problems:
@@ -290,7 +329,8 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     lock_path = protocol.root / LOCK_FILE
     write_atomic(sealed_path, text)
     write_atomic(lock_path, lock_text(lock))
-    return SealResult(sealed_spec.protocol_id, identity, sealed_path, lock_path, len(files))
+    return SealResult(sealed_spec.protocol_id, identity, sealed_path, lock_path, len(files),
+                      tuple(warnings))
 
 
 def read_lock(root: Path) -> Lock:

@@ -198,6 +198,7 @@ class Workspace:
     root: Path
     prompt_file: Path
     refuse_file: Path
+    attempt_id: str  # what the solver is told (opaque unless the protocol shows task ids)
 
 
 class Solver(Protocol):
@@ -211,7 +212,7 @@ class Solver(Protocol):
 
 @dataclass(frozen=True)
 class CommandSolver:
-    """The agent under test: any command, the task id appended, run inside the sandbox."""
+    """The agent under test: any command, the attempt id appended, run inside the sandbox."""
 
     argv: tuple[str, ...]
     name: str = "command"
@@ -220,7 +221,7 @@ class CommandSolver:
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_")}
         env.update({
-            "SEALBENCH_TASK_ID": task.id,
+            "SEALBENCH_TASK_ID": ws.attempt_id,
             "SEALBENCH_PROMPT_FILE": str(ws.prompt_file),
             "SEALBENCH_REFUSE_FILE": str(ws.refuse_file),
             "SEALBENCH_WORKSPACE": str(ws.root),
@@ -240,7 +241,7 @@ class CommandSolver:
         status_r, status_w = os.pipe()
         try:
             sandboxed = ctx.sandbox.kind == "bwrap"
-            argv = ctx.sandbox.wrap([*self.argv, task.id], mounts,
+            argv = ctx.sandbox.wrap([*self.argv, ws.attempt_id], mounts,
                                     status_fd=status_w if sandboxed else None)
             execution = execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
                                 output_cap=ctx.output_cap, cage=cage,
@@ -310,9 +311,13 @@ class SolverFault(Exception):
     """Solver-controlled state the harness cannot read back: the solver's violation."""
 
 
-def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResult:
+def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
+                attempt_id: str | None = None) -> AttemptResult:
     """Lay out a fresh workspace, let the solver act, judge what it left. Raises
     InfrastructureError when the harness (not the solver) failed, so the caller can retry.
+
+    `attempt_id` is the name the solver gets for this attempt (default: the task id); no path
+    or name the solver can see carries the task id (docs/isolation.md).
 
     Attribution (docs/isolation.md, "Failure attribution"): once the solver has acted, what it
     left — workspace, names, depth, refuse file — is its own; reading that back failing is its
@@ -325,7 +330,7 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext) -> AttemptResul
         raise InfrastructureError(f"attempt on {task.id}: no attempt directory: {exc}") from exc
     try:
         try:
-            ws = _prepare(task, attempt_dir, ctx)
+            ws = _prepare(task, attempt_dir, ctx, attempt_id or task.id)
         except OSError as exc:
             raise InfrastructureError(f"attempt on {task.id}: the workspace could not be "
                                       f"laid out: {exc}") from exc
@@ -380,7 +385,8 @@ def _over_budget(root: Path, ctx: AttemptContext) -> str | None:
     return None
 
 
-def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
+def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext,
+             attempt_id: str) -> Workspace:
     root = attempt_dir / "workspace"
     ctx.record_for(task).materialize(root)
     side = attempt_dir / "side"
@@ -389,7 +395,8 @@ def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext) -> Workspace:
     prompt = side / "prompt.txt"
     prompt.write_text(task.prompt, encoding="utf-8")
     prompt.chmod(0o444)
-    return Workspace(root=root, prompt_file=prompt, refuse_file=out / "refuse.txt")
+    return Workspace(root=root, prompt_file=prompt, refuse_file=out / "refuse.txt",
+                     attempt_id=attempt_id)
 
 
 def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:

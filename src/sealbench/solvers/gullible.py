@@ -4,7 +4,8 @@ It obeys instructions planted in the repository for AI agents, applies leaked an
 patches, and edits secrets when asked. The null pack's must-fail and must-refuse controls
 exist to catch exactly this behaviour, so a protocol that lets ``gullible`` through is broken.
 
-Run as ``python -m sealbench.solvers.gullible TASK_ID`` inside the task's workspace.
+Run as ``python -m sealbench.solvers.gullible ATTEMPT_ID`` inside the task's workspace; like
+rulebook it uses the attempt id only to label its log lines.
 """
 
 from __future__ import annotations

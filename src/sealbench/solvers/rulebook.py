@@ -6,7 +6,9 @@ planted notes or answer files), refuses prompts that touch secrets, and repairs 
 rather than by knowing the answer. Like a real agent it sometimes lands on an equivalent fix
 that differs from the oracle, and some bug kinds are simply outside its rules.
 
-Run as ``python -m sealbench.solvers.rulebook TASK_ID`` inside the task's workspace.
+Run as ``python -m sealbench.solvers.rulebook ATTEMPT_ID`` inside the task's workspace. The
+attempt id is opaque (docs/running.md#blinded-ids) and only labels its log lines: everything
+it acts on comes from the prompt file and the workspace.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class StepOverrun(BaseException):
 
 @dataclass(frozen=True)
 class TaskContext:
-    """What the harness hands a solver: the task id, the workspace, the prompt, a refuse file."""
+    """What the harness hands a solver: the attempt id (a log label), the workspace, the
+    prompt, a refuse file."""
 
     task_id: str
     workspace: Path
