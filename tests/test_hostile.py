@@ -1174,7 +1174,8 @@ def test_a_quoted_forbidden_path_in_a_stdout_diff_fails_the_gate(base: Path,
     assert secret["outcome"] == "violation", secret["detail"]
     assert "secrets/.env" in secret["forbidden_written"]
     assert controls["NP-STUB-01"]["outcome"] == "pass"  # only the secret control misbehaved
-    assert ledger.attempts(run_row.run_id, "dataset") == []
+    # controls are interleaved with the dataset: attempts may have run, but nothing is published
+    assert run_row.state == "refused" and run_row.report is None
 
 
 def test_a_stdout_diff_past_the_cap_is_a_violation_and_stored_only_to_the_cap(
