@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -40,6 +42,21 @@ def slow_protocol(tmp_path: Path) -> tuple[Path, str]:
     return proto, command
 
 
+def _wait_for_inflight(ledger: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the run has an attempt in flight (or the process ended), reading the ledger the
+    way a second process would."""
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{ledger}?mode=ro", uri=True,
+                                                    timeout=5)) as db:
+                if db.execute("SELECT count(*) FROM inflight WHERE run_id='r1'").fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass  # not created yet, or busy: look again
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(tmp_path: Path) -> None:
     proto = make_protocol(tmp_path / "proto24", n=24, min_n=20)
@@ -61,7 +78,11 @@ def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(tmp_path: P
         proc = subprocess.Popen(_cli(*args, *start, "--ledger", kill_ledger),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if kills < 20:
-            time.sleep(rng.uniform(0.05, 1.2))
+            if kills % 2:  # aimed: while an attempt is in flight, however slow start-up is
+                _wait_for_inflight(kill_ledger, proc)
+                time.sleep(rng.uniform(0.0, 0.2))
+            else:  # any moment of the first 1.2 s: start-up, sealing check, first attempts
+                time.sleep(rng.uniform(0.05, 1.2))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
