@@ -111,6 +111,43 @@ def clustered_sample(rng: np.random.Generator, p: float, groups: int, size: int,
     return (rng.random((groups, size)) < rates[:, None]).astype(np.float64).ravel()
 
 
+def unequal_sample(rng: np.random.Generator, p: float, sizes: list[int],
+                   icc: float) -> tuple[np.ndarray, list[str | None]]:
+    """Beta-binomial clusters of the given sizes; a size-1 cluster is an unlabelled task."""
+    values = clustered_sample(rng, p, len(sizes), max(sizes), icc).reshape(len(sizes), -1)
+    out = np.concatenate([values[g, :m] for g, m in enumerate(sizes)])
+    labels: list[str | None] = [f"c{g}" if m > 1 else None
+                                for g, m in enumerate(sizes) for _ in range(m)]
+    return out, labels
+
+
+UNEQUAL = {"one cluster of 30 + 20 single tasks, ICC 0.5": ([30] + [1] * 20, 0.5),
+           "10 clusters of 20,5,5,4,4,3,3,2,2,2, ICC 0.3": ([20, 5, 5, 4, 4, 3, 3, 2, 2, 2], 0.3)}
+
+
+def unequal_tables(reps: int) -> float:
+    grid = (0.1, 0.3, 0.5, 0.7, 0.9)
+    print(f"\n2b. Unequal cluster sizes ({reps} replicates each); p: "
+          + " ".join(f"{p:.1f}" for p in grid))
+    worst = 1.0
+    for label, (sizes, icc) in UNEQUAL.items():
+        row = []
+        for p in grid:
+            rng = np.random.default_rng(derive_seed("unequal", label, str(p)))
+            hits = 0
+            for r in range(reps):
+                values, labels = unequal_sample(rng, p, sizes, icc)
+                head = published_headline(
+                    {f"t{i:03d}": {"score": float(v), "cluster": c, "stratum": None}
+                     for i, (v, c) in enumerate(zip(values, labels, strict=True))},
+                    seed=derive_seed("u", label, str(r)), ci_method="auto", strata_fixed=False)
+                hits += head.ci95[0] <= p <= head.ci95[1]
+            row.append(hits / reps)
+        worst = min(worst, min(row[1:4]))
+        print(f"   {label:<47} " + " ".join(f"{c:.3f}" for c in row))
+    return worst
+
+
 def cluster_tables(reps: int) -> dict[int, float]:
     grid = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
     print(f"\n2. Clustered tasks, ICC 0.3, clusters of 10 ({reps} replicates each)")
@@ -206,6 +243,15 @@ def compare_type1(reps: int) -> dict[int, float]:
         out[groups] = ours / reps
         print(f"   {groups:>2} clusters: compare ({result.test}) {ours / reps:.3f}   "
               f"plain exact McNemar {plain / reps:.3f}")
+    for label, (sizes, icc) in UNEQUAL.items():
+        rng = np.random.default_rng(derive_seed("type1-unequal", label))
+        rejected = 0
+        for _ in range(reps):
+            a, labels = unequal_sample(rng, 0.5, sizes, icc)
+            b, _ = unequal_sample(rng, 0.5, sizes, icc)
+            named = [c if c is not None else f"single{i}" for i, c in enumerate(labels)]
+            rejected += paired_comparison(a, b, clusters=named).p_value < 0.05
+        print(f"   {label}: compare {rejected / reps:.3f}")
     return out
 
 
@@ -230,6 +276,7 @@ def main() -> int:
     start = time.perf_counter()
     iid = iid_tables()
     clusters = cluster_tables(reps)
+    unequal = unequal_tables(reps)
     strata_tables(reps)
     type1 = compare_type1(reps * 4)
     mdd_power(reps)
@@ -246,6 +293,7 @@ def main() -> int:
     for text, ok in checks:
         print(f"   {'met    ' if ok else 'NOT MET'} {text}")
     print(f"   (bootstrap, for contrast: minimum coverage n >= 54: {iid['bootstrap']:.3f})")
+    print(f"   (unequal cluster sizes, p = 0.3-0.7: minimum coverage {unequal:.3f})")
     print(f"\nwall time {time.perf_counter() - start:.0f} s")
     return 0 if all(ok for _, ok in checks) else 1
 

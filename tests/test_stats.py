@@ -34,12 +34,14 @@ from sealbench.stats import (
     cluster_wilson_interval,
     clustered_stderr,
     cr1_stderr,
+    cr3_stderr,
     derive_seed,
     headline,
     mcnemar_exact,
     mcnemar_power,
     mdd_cluster_t,
     mdd_mcnemar,
+    mdd_mcnemar_against,
     newcombe_paired,
     paired_comparison,
     pass_at_k,
@@ -235,6 +237,23 @@ def test_mdd_mcnemar_power_is_what_it_claims() -> None:
     assert mdd_mcnemar(54, 0.0) is None
 
 
+def test_mdd_against_another_agent_moves_the_discordance_with_the_difference() -> None:
+    """At p = 0.5 the discordance does not move with d; elsewhere it does, and the power
+    stated at the MDD holds for an independent agent better (or worse) by that much."""
+    at_half = mdd_mcnemar_against(60, 0.5)
+    assert at_half == pytest.approx(mdd_mcnemar(60, 0.5), rel=1e-6)
+    mdd = mdd_mcnemar_against(200, 0.3)
+    assert mdd is not None
+    rng = np.random.default_rng(9)
+    for d in (mdd, -mdd):
+        a = rng.random((3000, 200)) < 0.3
+        b = rng.random((3000, 200)) < 0.3 + d
+        power = np.mean([mcnemar_exact(int(np.sum(x & ~y)), int(np.sum(~x & y))) < 0.05
+                         for x, y in zip(a, b, strict=True)])
+        assert power >= 0.8 - 0.025, (d, power)
+    assert mdd_mcnemar_against(50, 0.1) is None  # a worse agent can never be told apart
+
+
 def test_mdd_cluster_t_formula() -> None:
     q = float(sps.t.ppf(0.975, 9) + sps.t.ppf(0.8, 9))
     assert mdd_cluster_t(0.25, 100, 10) == pytest.approx(q * math.sqrt(0.25 / 100))
@@ -305,10 +324,35 @@ def test_cr1_stderr_matches_statsmodels(seed: int) -> None:
         clustered_stderr(scores, clusters) * math.sqrt(groups / (groups - 1)), rel=1e-12)
 
 
+def test_cr3_is_the_leave_one_cluster_out_jackknife() -> None:
+    rng = np.random.default_rng(8)
+    scores = (rng.random(50) < 0.4).astype(float)
+    clusters = ["big"] * 30 + [f"s{i}" for i in range(20)]
+    labels = sorted(set(clusters))
+    left_out = [float(np.mean([s for s, c in zip(scores, clusters, strict=True) if c != g]))
+                for g in labels]
+    g = len(labels)
+    expected = math.sqrt((g - 1) / g * sum((m - np.mean(left_out)) ** 2 for m in left_out))
+    assert cr3_stderr(scores, clusters) == pytest.approx(expected, rel=1e-10)
+    # one dominant cluster: CR1 understates what the jackknife sees
+    assert cr3_stderr(scores, clusters) > 1.2 * cr1_stderr(scores, clusters)
+    assert cluster_t_interval(scores, clusters).se == pytest.approx(
+        max(stderr(scores), cr1_stderr(scores, clusters), cr3_stderr(scores, clusters)))
+
+
+def test_cluster_labels_are_coded_as_python_sees_them() -> None:
+    """numpy string arrays drop trailing NULs; labels that differ only there stay apart."""
+    labels = ["a", "a\x00", "a", "a\x00", "a"]
+    assert cr1_stderr([1.0, 0.0, 1.0, 0.0, 1.0], labels) > 0.0
+    assert headline([1.0, 0.0, 1.0, 0.0, 1.0], seed=1, clusters=labels).clusters == 2
+    named = cluster_labels([None, "x", "x"], ["t9", "t1", "t2"])
+    assert named is not None and named[0].endswith("t9")  # by task id, not position
+
+
 def test_cluster_t_interval_form() -> None:
     a, _, clusters = _clustered_case()
     ct = cluster_t_interval(a, clusters)
-    se = max(stderr(a), _statsmodels_cr1(a, clusters))
+    se = max(stderr(a), _statsmodels_cr1(a, clusters), cr3_stderr(a, clusters))
     q = float(sps.t.ppf(0.975, 9))
     assert ct.df == 9 and ct.clusters == 10 and ct.quantile == pytest.approx(q)
     assert ct.se == pytest.approx(se)
@@ -489,7 +533,8 @@ def test_clustered_compare_uses_the_cluster_test_and_does_not_reject() -> None:
     assert clustered.ci95[0] < 0.0 < clustered.ci95[1], clustered.ci95
     assert clustered.ci95[1] - clustered.ci95[0] > 1.5 * (plain.ci95[1] - plain.ci95[0])
     d = np.asarray(b) - np.asarray(a)
-    assert clustered.se == pytest.approx(max(stderr(d), _statsmodels_cr1(list(d), clusters)))
+    assert clustered.se == pytest.approx(max(stderr(d), _statsmodels_cr1(list(d), clusters),
+                                             cr3_stderr(d, clusters)))
     assert clustered.p_value == pytest.approx(
         2 * float(sps.t.sf(0.2 / clustered.se, 9)))
 
@@ -598,9 +643,12 @@ def test_stratified_interval_uses_n_h_minus_one_variance() -> None:
     st_ = stratified_interval(scores, strata)
     v = sum((len(part) / 30) ** 2 * float(np.var(part, ddof=1)) / len(part)
             for part in (scores[:10], scores[10:]))
-    assert st_.method == "stratified-t" and st_.df == 28
+    parts = [(len(part) / 30) ** 2 * float(np.var(part, ddof=1)) / len(part)
+             for part in (scores[:10], scores[10:])]
+    satterthwaite = math.floor(v * v / (parts[0] ** 2 / 9 + parts[1] ** 2 / 19))
+    assert st_.method == "stratified-t" and st_.df == satterthwaite < 28
     assert st_.se == pytest.approx(math.sqrt(v))
-    q = float(sps.t.ppf(0.975, 28))
+    q = float(sps.t.ppf(0.975, satterthwaite))
     assert st_.interval == pytest.approx((np.mean(scores) - q * math.sqrt(v),
                                           np.mean(scores) + q * math.sqrt(v)))
     lonely = stratified_interval([1.0, 0.0, 1.0], ["a", "a", "b"])

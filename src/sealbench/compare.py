@@ -24,6 +24,7 @@ from sealbench.stats import (
     PairedComparison,
     cluster_labels,
     cr1_stderr,
+    cr3_stderr,
     mdd_cluster_t,
     mdd_mcnemar,
     paired_comparison,
@@ -67,7 +68,7 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
         )
     values_a = [float(scores_a[t]["score"]) for t in paired_ids]
     values_b = [float(scores_b[t]["score"]) for t in paired_ids]
-    clusters = cluster_labels([scores_a[t]["cluster"] for t in paired_ids])
+    clusters = cluster_labels([scores_a[t]["cluster"] for t in paired_ids], paired_ids)
     result = paired_comparison(values_a, values_b, clusters=clusters)
     paired: dict[str, Any] = {
         "n": result.n,
@@ -121,7 +122,8 @@ def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -
     mean = sum(d) / n
     var = sum((x - mean) ** 2 for x in d) / (n - 1)
     iid = stderr(d)
-    deff = (cr1_stderr(d, labels) / iid) ** 2 if iid > 0 else 1.0
+    robust = max(cr1_stderr(d, labels), cr3_stderr(d, labels))
+    deff = (robust / iid) ** 2 if iid > 0 else 1.0
     return {**base, "value": mdd_cluster_t(var, n, groups, design_effect=deff),
             "assumes": f"the observed Var(d) = {var:.4f}, {groups} clusters, design effect "
                        f"{max(1.0, deff):.2f}; t quantiles on G − 1 df"}

@@ -60,12 +60,14 @@ __all__ = [
     "cluster_wilson_interval",
     "clustered_stderr",
     "cr1_stderr",
+    "cr3_stderr",
     "derive_seed",
     "headline",
     "mcnemar_exact",
     "mcnemar_power",
     "mdd_cluster_t",
     "mdd_mcnemar",
+    "mdd_mcnemar_against",
     "newcombe_paired",
     "normal_quantile",
     "paired_comparison",
@@ -206,11 +208,13 @@ def _codes(labels: Sequence[str], n: int, name: str) -> tuple[int, IntArray]:
     Why sorted order: the group order decides which random draws each group receives, so it must
     depend only on the label values, never on incidental input order of first appearance.
     """
-    arr = np.asarray(labels)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"{name} must be a flat sequence of length {n}, got shape {arr.shape}")
-    uniq, inverse = np.unique(arr, return_inverse=True)
-    return int(uniq.size), inverse.astype(np.intp).reshape(-1)
+    values = [str(label) for label in labels]
+    if len(values) != n:
+        raise ValueError(f"{name} must be a flat sequence of length {n}, got {len(values)}")
+    # Python's own string order, not numpy's: a numpy string array drops trailing NULs and
+    # would merge labels that differ only there.
+    index = {label: code for code, label in enumerate(sorted(set(values)))}
+    return len(index), np.fromiter((index[v] for v in values), dtype=np.intp, count=n)
 
 
 def _check_resamples(resamples: int) -> None:
@@ -445,25 +449,53 @@ def cr1_stderr(scores: Sequence[float] | npt.NDArray[Any], clusters: Sequence[st
     return float(math.sqrt(g / (g - 1) * float(np.sum(sums * sums))) / arr.size)
 
 
-def cluster_labels(labels: Sequence[str | None]) -> list[str] | None:
+def cr3_stderr(scores: Sequence[float] | npt.NDArray[Any], clusters: Sequence[str]) -> float:
+    """Jackknife-over-clusters (CR3) standard error of the mean: ``sqrt((G−1)/G · Σ_g
+    (m_(−g) − m̄_(·))²)``, where ``m_(−g)`` is the mean of all tasks outside cluster g.
+
+    Why: CR1 is biased down when cluster sizes are unequal — one large cluster makes up most
+    of the mean, so its own residual looks small. With one cluster of 30 and 20 single tasks
+    (ICC 0.5) a CR1 interval covered 0.69; the jackknife, which drops each cluster in turn,
+    covered 0.95 (docs/statistics.md; Cameron & Miller 2015, §VI.B; MacKinnon, Nielsen & Webb
+    2023, "Cluster-robust inference: a guide to empirical practice", J. Econometrics 232).
+    Needs G >= 2.
+    """
+    arr = _as_scores(scores, unit=False)
+    g, codes = _codes(clusters, int(arr.size), "clusters")
+    if g < 2:
+        raise ValueError("a cluster-robust standard error needs at least two clusters")
+    sums = np.bincount(codes, weights=arr, minlength=g)
+    sizes = np.bincount(codes, minlength=g).astype(np.float64)
+    left_out = (float(np.sum(sums)) - sums) / (float(arr.size) - sizes)
+    spread = left_out - float(np.mean(left_out))
+    return float(math.sqrt((g - 1) / g * float(np.sum(spread * spread))))
+
+
+def cluster_labels(labels: Sequence[str | None],
+                   task_ids: Sequence[str] | None = None) -> list[str] | None:
     """Cluster labels for statistics, or None when no cluster holds two or more tasks.
 
     Why: a task without a `cluster` is independent of every other task, i.e. a cluster of its
-    own; a design whose clusters are all singletons is simply independent tasks. Singletons get
-    names that no user label can take (they start with a NUL), so they never merge with one.
+    own; a design whose clusters are all singletons is simply independent tasks. Singletons are
+    named after their task id (or position) behind a NUL, which no label in a protocol can
+    contain, so they never merge with a user's cluster and do not depend on task order.
     """
-    out = [str(label) if label is not None else f"\x00{i}" for i, label in enumerate(labels)]
+    ids = [str(t) for t in task_ids] if task_ids is not None else [str(i) for i in
+                                                                     range(len(labels))]
+    out = [str(label) if label is not None else f"\x00task:{tid}"
+           for label, tid in zip(labels, ids, strict=True)]
     return out if len(set(out)) < len(out) else None
 
 
 @dataclass(frozen=True)
 class ClusterT:
-    """A cluster-robust t interval: ``mean ± t_{G−1} · max(SE_iid, SE_CR1)``, clipped."""
+    """A cluster-robust t interval: ``mean ± t_{G−1} · max(SE_iid, SE_CR1, SE_CR3)``, clipped."""
 
     interval: Interval
     se: float
     se_iid: float
     se_cr1: float
+    se_cr3: float
     clusters: int
     df: int
     quantile: float
@@ -479,25 +511,27 @@ def cluster_t_interval(
 ) -> ClusterT:
     """Cluster-robust interval for a mean, never splitting a cluster.
 
-    Why this form (Cameron & Miller 2015): CR1 with a t quantile on G − 1 degrees of freedom
-    keeps close to nominal coverage down to about ten clusters, where a cluster bootstrap covers
-    0.87–0.93 (measured by ``bench/bench_coverage.py``). Taking the larger of the independent and
-    the CR1 standard error means that declaring clusters can never make a figure look *more*
-    certain than treating the tasks as independent (a negative intra-cluster correlation would
-    otherwise shrink it). The interval is clipped to ``bounds`` (the range of the statistic).
+    Why this form (Cameron & Miller 2015): a cluster-robust SE with a t quantile on G − 1
+    degrees of freedom keeps close to nominal coverage down to about ten clusters, where a
+    cluster bootstrap covers 0.87–0.93 (measured by ``bench/bench_coverage.py``). The SE is the
+    largest of three: the independent-tasks SE, so that declaring clusters can never make a
+    figure look *more* certain (a negative intra-cluster correlation would shrink CR1); CR1; and
+    the jackknife CR3, which CR1 falls far below when cluster sizes are unequal. The interval
+    is clipped to ``bounds`` (the range of the statistic).
     """
     _check_confidence(confidence)
     arr = _as_scores(scores, unit=False)
     se_iid = stderr(arr)
     se_cr1 = cr1_stderr(arr, clusters)
+    se_cr3 = cr3_stderr(arr, clusters)
     g = len(set(clusters))
     df = g - 1
     q = t_quantile(0.5 + confidence / 2.0, df)
-    se = max(se_iid, se_cr1)
+    se = max(se_iid, se_cr1, se_cr3)
     mean = float(np.mean(arr))
     low = max(bounds[0], mean - q * se)
     high = min(bounds[1], mean + q * se)
-    return ClusterT((float(low), float(high)), se, se_iid, se_cr1, g, df, q)
+    return ClusterT((float(low), float(high)), se, se_iid, se_cr1, se_cr3, g, df, q)
 
 
 def cluster_wilson_interval(
@@ -508,8 +542,8 @@ def cluster_wilson_interval(
 ) -> ClusterT:
     """Cluster-robust interval for a success rate in Wilson's score form (the headline's).
 
-    The same standard error and quantile as :func:`cluster_t_interval` — SE = max(iid SE,
-    CR1 SE), t on G − 1 degrees of freedom — but put into Wilson's formula through the
+    The same standard error and quantile as :func:`cluster_t_interval` — SE = max(iid, CR1,
+    CR3 SE), t on G − 1 degrees of freedom — but put into Wilson's formula through the
     effective sample size ``n_eff = p̂(1 − p̂) / SE²`` (at most n), as survey statistics does
     for clustered proportions (Korn & Graubard 1998, "Confidence intervals for proportions with
     small expected number of positive counts estimated from survey data", Survey Methodology
@@ -527,7 +561,8 @@ def cluster_wilson_interval(
         n_eff = float(n)
     low, high = _wilson_real(p, n_eff, ct.quantile)
     bounds = (0.0 if p == 0.0 else low, 1.0 if p == 1.0 else high)
-    return ClusterT(bounds, ct.se, ct.se_iid, ct.se_cr1, ct.clusters, ct.df, ct.quantile, n_eff)
+    return ClusterT(bounds, ct.se, ct.se_iid, ct.se_cr1, ct.se_cr3, ct.clusters, ct.df,
+                    ct.quantile, n_eff)
 
 
 def _hull(a: Interval, b: Interval) -> Interval:
@@ -602,12 +637,15 @@ def stratified_interval(
 
     Variance ``V = Σ_h W_h² v_h`` with ``v_h = s_h² / n_h`` (``s_h²`` with n_h − 1; for 0/1
     outcomes from the shrunk proportion of :func:`_stratum_variance`), or, with clusters nested
-    in strata, the CR1 variance of each stratum's mean.
+    in strata, the largest of that and the CR1 and CR3 variances of each stratum's mean (a
+    stratum whose clusters agree must not contribute nothing).
 
     * 0/1 scores, no clusters: Wilson with the effective sample size ``p(1 − p) / V`` (the
       design-effect form of Wilson used for survey proportions, Korn & Graubard 1998), which,
       unlike a Wald interval, stays inside [0, 1] and does not collapse near the edges;
-    * otherwise: ``mean ± t · sqrt(V)`` with ``Σ_h (G_h − 1)`` degrees of freedom, clipped.
+    * otherwise: ``mean ± t · sqrt(V)``, clipped, with Satterthwaite's degrees of freedom
+      ``V² / Σ_h (W_h² v_h)² / (G_h − 1)`` — when one stratum carries most of the variance,
+      its own few degrees of freedom rule, not the total.
 
     Returns ``interval=None`` with ``why_not`` when no stratified interval is meaningful (a
     stratum with fewer than 2 tasks or clusters, clusters crossing strata, zero variance).
@@ -624,27 +662,30 @@ def stratified_interval(
 
     if clusters is not None and not _nested(groups, clusters):
         return refuse("clusters cross strata, so the strata cannot be treated as fixed")
-    variance = 0.0
-    df = 0
+    parts: list[tuple[float, int]] = []  # (W_h² v_h, degrees of freedom) per stratum
     for members in groups:
         part = arr[members]
         weight = members.size / n
-        if clusters is None:
-            if members.size < 2:
-                return refuse("a stratum has fewer than 2 tasks")
-            variance += weight * weight * _stratum_variance(part, binary)
-            df += int(members.size) - 1
-        else:
+        if members.size < 2:
+            return refuse("a stratum has fewer than 2 tasks")
+        v_h = _stratum_variance(part, binary)
+        df_h = int(members.size) - 1
+        if clusters is not None:
             labels = [clusters[int(i)] for i in members]
             g_h = len(set(labels))
             if g_h < 2:
                 return refuse("a stratum has fewer than 2 clusters")
-            variance += weight * weight * cr1_stderr(part, labels) ** 2
-            df += g_h - 1
+            v_h = max(v_h, cr1_stderr(part, labels) ** 2, cr3_stderr(part, labels) ** 2)
+            df_h = g_h - 1
+        parts.append((weight * weight * v_h, df_h))
     mean = float(np.mean(arr))
-    if variance <= 0.0 or mean in (0.0, 1.0):
-        return refuse("every stratum's outcomes are constant, so the stratified variance is 0")
+    if mean in (0.0, 1.0) or (all(np.ptp(arr[m]) == 0.0 for m in groups) and not binary):
+        return refuse("every stratum's scores are constant: no variance to estimate")
+    variance = sum(v for v, _ in parts)
+    if variance <= 0.0:
+        return refuse("the stratified variance is 0")
     se = math.sqrt(variance)
+    df = max(1, math.floor(variance * variance / sum(v * v / d for v, d in parts)))
     if clusters is None and binary:
         n_eff = mean * (1.0 - mean) / variance
         return Stratified(_wilson_real(mean, n_eff, z), "stratified-wilson", se, None, z,
@@ -704,6 +745,38 @@ def mdd_mcnemar(n: int, discordance: float, *, power: float = 0.8,
         else:
             low = mid
     return high
+
+
+def mdd_mcnemar_against(n: int, rate: float, *, power: float = 0.8,
+                        alpha: float = 0.05) -> float | None:
+    """Smallest difference the exact McNemar test detects with ``power`` between an agent
+    passing at ``rate`` and an independent other agent passing at ``rate ± d`` — the larger of
+    the better and the worse direction — or None when one direction can never reach it.
+
+    Why not :func:`mdd_mcnemar` at a fixed discordance: the discordance itself moves with the
+    difference, ``2p(1 − p) + d(1 − 2p)``; holding it at ``2p(1 − p)`` overstated the power far
+    from p = 0.5 (a stated 80% was 0.48 at p = 0.1, n = 50).
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be in [0, 1], got {rate}")
+
+    def smallest(sign: int) -> float | None:
+        room = 1.0 - rate if sign > 0 else rate
+
+        def power_at(d: float) -> float:
+            return mcnemar_power(n, 2 * rate * (1 - rate) + sign * d * (1 - 2 * rate), d,
+                                 alpha=alpha)
+
+        if room <= 0.0 or power_at(room) < power:
+            return None
+        low, high = 0.0, room
+        for _ in range(50):
+            mid = (low + high) / 2.0
+            low, high = (low, mid) if power_at(mid) >= power else (mid, high)
+        return high
+
+    better, worse = smallest(+1), smallest(-1)
+    return None if better is None or worse is None else max(better, worse)
 
 
 def mdd_cluster_t(variance_of_diff: float, n: int, clusters: int, *, design_effect: float = 1.0,
@@ -849,6 +922,7 @@ class Headline:
     wilson95: Interval | None
     stderr: float
     cr1_stderr: float | None
+    cr3_stderr: float | None
     clusters: int | None
     df: int | None
     quantile: float | None
@@ -892,7 +966,7 @@ def _automatic(arr: FloatArray, *, strata: Sequence[str] | None,
     if clusters is not None and g >= 2:
         ct = cluster_wilson_interval(arr, clusters)
         return _Choice(_hull(ct.interval, wil), "cluster-wilson",
-                       f"tasks share clusters ({g} clusters): SE = max(iid SE, CR1 SE), "
+                       f"tasks share clusters ({g} clusters): SE = max(iid, CR1, CR3 SE), "
                        f"t(G−1 = {ct.df}) quantile, in Wilson's score form; never narrower "
                        "than Wilson", ct.df, ct.quantile, ct.effective_n)
     if clusters is not None:
@@ -1016,6 +1090,7 @@ def headline(
         wilson95=wilson(count, n) if binary else None,
         stderr=stderr(arr),
         cr1_stderr=cr1_stderr(arr, groups) if groups is not None and g >= 2 else None,
+        cr3_stderr=cr3_stderr(arr, groups) if groups is not None and g >= 2 else None,
         clusters=g if groups is not None else None,
         df=choice.df,
         quantile=choice.quantile,
@@ -1116,7 +1191,7 @@ def paired_comparison(
     exact McNemar test. With clusters (tasks sharing a label), McNemar's independence
     assumption fails (it rejected 27% of the time at a nominal 5% on clustered tasks), so both
     the interval and the test come from the cluster-robust t of ``d``: one standard error,
-    max(iid, CR1), on G − 1 degrees of freedom. Fractional scores use the same t over tasks.
+    max(iid, CR1, CR3), on G − 1 degrees of freedom. Fractional scores use the same t over tasks.
     """
     arr_a = _as_scores(a, unit=True, name="a")
     arr_b = _as_scores(b, unit=True, name="b")
