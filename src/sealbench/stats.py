@@ -42,7 +42,6 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _sps  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = [
     "BOOTSTRAP_DRAWS",
@@ -87,6 +86,14 @@ Scores = Sequence[float] | npt.NDArray[Any]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use: it costs about half a second, and commands that
+    print no figure (`--help`, `runs`, `verify`, every solver start-up) should not pay it."""
+    from scipy import stats  # type: ignore[import-untyped,unused-ignore]
+
+    return stats
 
 METHODS: Final[tuple[str, ...]] = ("auto", "wilson", "clopper-pearson", "bootstrap")
 """Interval methods :func:`headline` accepts."""
@@ -153,11 +160,12 @@ def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> Interva
     """
     _check_binomial(successes, n, confidence)
     alpha = 1.0 - confidence
-    low = 0.0 if successes == 0 else float(_sps.beta.ppf(alpha / 2.0, successes, n - successes + 1))
+    beta = _scipy_stats().beta
+    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2.0, successes, n - successes + 1))
     high = (
         1.0
         if successes == n
-        else float(_sps.beta.ppf(1.0 - alpha / 2.0, successes + 1, n - successes))
+        else float(beta.ppf(1.0 - alpha / 2.0, successes + 1, n - successes))
     )
     return (low, high)
 
@@ -393,13 +401,13 @@ def bootstrap_interval(
 @functools.cache
 def normal_quantile(q: float) -> float:
     """Standard normal quantile (scipy), cached: the headline needs the same few values often."""
-    return float(_sps.norm.ppf(q))
+    return float(_scipy_stats().norm.ppf(q))
 
 
 @functools.cache
 def t_quantile(q: float, df: int) -> float:
     """Student t quantile with ``df`` degrees of freedom (scipy), cached."""
-    return float(_sps.t.ppf(q, df))
+    return float(_scipy_stats().t.ppf(q, df))
 
 
 def stderr(scores: Sequence[float] | npt.NDArray[Any]) -> float:
@@ -714,14 +722,15 @@ def mcnemar_power(n: int, discordance: float, diff: float, *, alpha: float = 0.0
     if discordance == 0.0:
         return 0.0
     d = np.arange(n + 1)
-    weight = _sps.binom.pmf(d, n, discordance)
+    weight = _scipy_stats().binom.pmf(d, n, discordance)
     keep = weight > 1e-15
     d, weight = d[keep], weight[keep]
     # the largest c with 2·P(X <= c) < alpha under Binomial(D, 1/2), or -1
-    c = _sps.binom.ppf(alpha / 2.0, d, 0.5).astype(np.int64)
-    c = np.where(2.0 * _sps.binom.cdf(c, d, 0.5) < alpha, c, c - 1)
+    c = _scipy_stats().binom.ppf(alpha / 2.0, d, 0.5).astype(np.int64)
+    c = np.where(2.0 * _scipy_stats().binom.cdf(c, d, 0.5) < alpha, c, c - 1)
     q = min(1.0, max(0.0, 0.5 * (1.0 + diff / discordance)))
-    reject = np.where(c >= 0, _sps.binom.cdf(c, d, q) + _sps.binom.sf(d - c - 1, d, q), 0.0)
+    binom = _scipy_stats().binom
+    reject = np.where(c >= 0, binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q), 0.0)
     return float(np.sum(weight * reject))
 
 
@@ -854,7 +863,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         raise ValueError(f"discordant counts must be non-negative, got b={b}, c={c}")
     if b + c == 0:
         return 1.0
-    result = _sps.binomtest(int(b), int(b + c), 0.5, alternative="two-sided")
+    result = _scipy_stats().binomtest(int(b), int(b + c), 0.5, alternative="two-sided")
     return float(result.pvalue)
 
 
@@ -1144,7 +1153,7 @@ def _t_test_p(estimate: float, se: float, df: int) -> float:
     """Two-sided p of ``estimate / se`` against Student t on ``df`` degrees of freedom."""
     if se <= 0.0:
         return 1.0 if estimate == 0.0 else 0.0
-    return float(2.0 * _sps.t.sf(abs(estimate) / se, df))
+    return float(2.0 * _scipy_stats().t.sf(abs(estimate) / se, df))
 
 
 @dataclass(frozen=True)
