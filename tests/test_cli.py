@@ -112,8 +112,8 @@ def test_rulebook_publishes_and_beats_a_weaker_variant_in_compare(
     # The example's libraries are clusters: the cluster-level test, not plain McNemar
     paired = lost["paired"]
     assert paired["method"] == "cluster-t" and paired["clusters"] == 8 and paired["df"] == 7
-    assert paired["test"] == "cluster-robust t (CR1, 7 df)"
-    assert "cluster-robust t (CR1, 7 df): p = " in result.output
+    assert paired["test"] == "cluster-robust t (7 df)"
+    assert "cluster-robust t (7 df): p = " in result.output
     assert "McNemar" not in result.output
     rejects, excludes = paired["p"] < 0.05, paired["ci95"][0] > 0.0
     assert rejects == excludes  # one standard error serves the interval and the test

@@ -1235,7 +1235,7 @@ def paired_comparison(
         ci, df, se = ct.interval, ct.df, ct.se
         g = ct.clusters if groups is not None else None
         method = "cluster-t" if groups is not None else "paired-t"
-        test = (f"cluster-robust t (CR1, {df} df)" if groups is not None
+        test = (f"cluster-robust t ({df} df)" if groups is not None
                 else f"paired t ({df} df)")
         p = _t_test_p(diff, ct.se, ct.df)
     else:
