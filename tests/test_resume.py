@@ -42,7 +42,7 @@ def slow_protocol(tmp_path: Path) -> tuple[Path, str]:
     return proto, command
 
 
-def _wait_for_inflight(ledger: Path, proc: subprocess.Popen[bytes]) -> None:
+def _wait_for_any_inflight(ledger: Path, proc: subprocess.Popen[bytes]) -> None:
     """Until the run has an attempt in flight (or the process ended), reading the ledger the
     way a second process would."""
     deadline = time.monotonic() + 120
@@ -79,7 +79,7 @@ def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(tmp_path: P
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if kills < 20:
             if kills % 2:  # aimed: while an attempt is in flight, however slow start-up is
-                _wait_for_inflight(kill_ledger, proc)
+                _wait_for_any_inflight(kill_ledger, proc)
                 time.sleep(rng.uniform(0.0, 0.2))
             else:  # any moment of the first 1.2 s: start-up, sealing check, first attempts
                 time.sleep(rng.uniform(0.05, 1.2))
