@@ -865,7 +865,7 @@ if TASK == "toy-001":
 
 def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
     """Run from a source checkout, its git history and generator could replay the example's
-    oracles: from inside they are empty."""
+    oracles: from inside they are absent (only src/ and the venv are bound) or empty."""
     from sealbench.runner import checkout_secrets
 
     secrets = checkout_secrets()
@@ -876,7 +876,7 @@ def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
     assert {p.name for p in secrets} >= {".git", "tools", "tests"}
     for path in secrets:
-        assert seen["found"][path.name] in ([], None), (path, seen["found"][path.name])
+        assert seen["found"].get(path.name) in ([], None), (path, seen["found"][path.name])
     assert seen["found"]["src"] == ["sealbench"] or "sealbench" in seen["found"]["src"]
     assert seen["log"] == ""
 

@@ -98,6 +98,7 @@ class Harness:
         *,
         timeout_scale: float = 1.0,
         hidden: tuple[Path, ...] = (),
+        exposed: tuple[Path, ...] = (),
         abort: threading.Event | None = None,
         scratch: Path | None = None,
     ) -> None:
@@ -132,6 +133,8 @@ class Harness:
             output_cap=spec.budget.max_output_bytes,
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
+            max_memory_mb=spec.budget.max_memory_mb,
+            exposed=exposed,
             cages=self.cages,
             abort=abort or threading.Event(),
         )
