@@ -44,11 +44,14 @@ PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run"), Path("/dev/shm"))
 SYSTEM_DIRS = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"),
                Path("/lib64"), Path("/libx32"))
 ETC = Path("/etc")
-# The kernel's write surfaces in /proc. bubblewrap covers some of them only when it can tell
-# they are writable, and /proc/sys itself reports "not writable" to root while the files in it
-# are: so every one of them is bound read-only explicitly (those the host has).
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "mtrr", "pressure", "acpi",
-                  "scsi", "driver", "tty", "sysvipc", "kcore", "kmsg", "timer_list")
+# The kernel's write surfaces in /proc: what a process without capabilities but with the host
+# uid 0 can still write (found by walking /proc from inside as root: /proc/sys, /proc/mtrr,
+# /proc/pressure) and what bubblewrap itself means to cover (sysrq-trigger, irq, bus) plus
+# /proc/fs. bubblewrap covers its list only when it can tell an entry is writable, and
+# /proc/sys itself reports "not writable" to root while the files in it are: so each is bound
+# read-only explicitly (those the host has). Each bind costs bubblewrap a mount: the list is
+# kept to what is writable.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "mtrr", "pressure")
 
 
 @dataclass(frozen=True)
@@ -517,6 +520,7 @@ class CagePool:
         self._free: list[ProcessCage] = []
         self._lock = threading.Lock()
         self._count = 0
+        self._limits: dict[Path, int] = {}  # memory limit each cage has now: writing costs
 
     def acquire(self, max_pids: int, max_memory: int | None = None) -> ProcessCage | None:
         """A cage limited to max_pids processes and (where a memory cgroup exists)
@@ -530,12 +534,15 @@ class CagePool:
         else:
             with contextlib.suppress(OSError):
                 (cage.path / "pids.max").write_text(str(max_pids))
-        if cage is not None and max_memory is not None:
+        if cage is not None and max_memory is not None \
+                and self._limits.get(cage.path) != max_memory:
             try:
                 cage.limit_memory(max_memory)
             except InfrastructureError:
                 cage.remove()
                 raise
+            with self._lock:
+                self._limits[cage.path] = max_memory
         return cage
 
     def release(self, cage: ProcessCage) -> None:
