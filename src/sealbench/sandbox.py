@@ -160,13 +160,14 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
     args += ["--dev", "/dev"]
     for private in PRIVATE_DIRS:
         args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
-    for path in dict.fromkeys((*mounts.runtime, *mounts.exposed)):
+    # shortest first: a directory already bound makes the files and folders inside it free
+    for path in sorted({*mounts.runtime, *mounts.exposed}, key=lambda p: (len(p.parts), p)):
         if not any(path.is_relative_to(b) for b in bound):
             args += ["--ro-bind", str(path), str(path)]
             bound.append(path)
     hidden = [p for p in (*mounts.hidden, *host.etc_restricted)
               if any(p.is_relative_to(b) for b in bound)]
-    for path in sorted(set(hidden), key=lambda p: len(p.parts)):
+    for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
