@@ -284,13 +284,14 @@ class ProcessCage:
             cages.append((self.memory, MEMORY_BASES, "memory"))
         entered: list[tuple[Path, Path, tuple[Path, ...]]] = []
         try:
-            for cage, bases, controller in cages:
-                home = _thread_home(cage, bases, controller)
-                (cage / "tasks").write_text(tid)
-                entered.append((cage, home, bases))
-            yield
-        except OSError as exc:
-            raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
+            try:
+                for cage, bases, controller in cages:
+                    home = _thread_home(cage, bases, controller)
+                    (cage / "tasks").write_text(tid)
+                    entered.append((cage, home, bases))
+            except OSError as exc:
+                raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
+            yield  # what the fork raises is the caller's (a solver that cannot start)
         finally:
             for cage, home, bases in entered:
                 try:
