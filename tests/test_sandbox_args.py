@@ -124,4 +124,7 @@ def test_etc_restricted_finds_what_others_cannot_read(tmp_path: Path) -> None:
     (tmp_path / "ssl" / "private").chmod(0o700)
     (tmp_path / "ssl" / "private" / "key.pem").write_text("x")
     (tmp_path / "ssl" / "certs").mkdir()
+    (tmp_path / ".pwd.lock").write_text("")  # owner-only but empty: nothing to hide
+    (tmp_path / ".pwd.lock").chmod(0o600)
+    (tmp_path / "rules.d").mkdir(mode=0o700)
     assert etc_restricted(tmp_path) == (tmp_path / "shadow", tmp_path / "ssl" / "private")

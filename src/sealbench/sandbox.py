@@ -80,7 +80,8 @@ def host_layout() -> HostLayout:
 def etc_restricted(root: Path) -> tuple[Path, ...]:
     """Entries under root that other users of the host may not read (shadow, gshadow, sudoers,
     ssh host keys, ssl/private...). In its user namespace the solver still acts as the host
-    uid that started sealbench, so owner-only files would be readable: they are hidden."""
+    uid that started sealbench, so owner-only files would be readable: they are hidden.
+    Empty ones are left alone (nothing to read, and each hiding costs a mount per attempt)."""
     found: list[Path] = []
     for parent, dirs, files in os.walk(root):
         for name in sorted(dirs):
@@ -88,13 +89,14 @@ def etc_restricted(root: Path) -> tuple[Path, ...]:
             with contextlib.suppress(OSError):
                 mode = path.lstat().st_mode
                 if stat.S_ISDIR(mode) and mode & 0o005 != 0o005:
-                    found.append(path)
                     dirs.remove(name)  # hidden whole: nothing inside needs a look
+                    if any(path.iterdir()):
+                        found.append(path)
         for name in files:
             path = Path(parent) / name
             with contextlib.suppress(OSError):
-                mode = path.lstat().st_mode
-                if stat.S_ISREG(mode) and not mode & 0o004:
+                info = path.lstat()
+                if stat.S_ISREG(info.st_mode) and not info.st_mode & 0o004 and info.st_size:
                     found.append(path)
     return tuple(sorted(found))
 
