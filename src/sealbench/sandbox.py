@@ -44,14 +44,6 @@ PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run"), Path("/dev/shm"))
 SYSTEM_DIRS = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"),
                Path("/lib64"), Path("/libx32"))
 ETC = Path("/etc")
-# The kernel's write surfaces in /proc: what a process without capabilities but with the host
-# uid 0 can still write (found by walking /proc from inside as root: /proc/sys, /proc/mtrr,
-# /proc/pressure) and what bubblewrap itself means to cover (sysrq-trigger, irq, bus) plus
-# /proc/fs. bubblewrap covers its list only when it can tell an entry is writable, and
-# /proc/sys itself reports "not writable" to root while the files in it are: so each is bound
-# read-only explicitly (those the host has). Each bind costs bubblewrap a mount: the list is
-# kept to what is writable.
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "mtrr", "pressure")
 
 
 @dataclass(frozen=True)
@@ -61,7 +53,6 @@ class HostLayout:
 
     system: tuple[tuple[Path, str | None], ...]
     etc_restricted: tuple[Path, ...] = ()
-    proc_read_only: tuple[str, ...] = PROC_READ_ONLY
 
 
 @functools.cache
@@ -73,8 +64,7 @@ def host_layout() -> HostLayout:
             system.append((path, os.readlink(path)))
         elif path.is_dir():
             system.append((path, None))
-    proc = tuple(name for name in PROC_READ_ONLY if os.path.lexists(f"/proc/{name}"))
-    return HostLayout(tuple(system), etc_restricted(ETC), proc)
+    return HostLayout(tuple(system), etc_restricted(ETC))
 
 
 def etc_restricted(root: Path) -> tuple[Path, ...]:
@@ -137,7 +127,7 @@ class Sandbox:
 
 def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None) -> list[str]:
     """bubblewrap options. The root is an empty tmpfs; onto it, in this order: the system
-    directories, /proc with its write surfaces read-only, /dev, the private tmpfs, the
+    directories, /etc, /proc (read-only), /dev, the private tmpfs, the
     solver's own files and exposed paths, then whatever must stay hidden inside any of those
     (shortest first), then the attempt's own paths (which may lie inside a hidden one)."""
     host = host or host_layout()
@@ -155,11 +145,13 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
             bound.append(path)
         else:
             args += ["--symlink", target, str(path)]
-    args += ["--ro-bind", str(ETC), str(ETC), "--proc", "/proc"]
+    # /proc read-only as a whole: every kernel write surface in it (/proc/sys, sysrq-trigger,
+    # mtrr, pressure...) at once. bubblewrap covers a few of them only when it can tell they
+    # are writable, and /proc/sys reports "not writable" to root while the files in it are;
+    # a process whose host uid is 0 may write sysctls without any capability.
+    args += ["--ro-bind", str(ETC), str(ETC), "--proc", "/proc", "--remount-ro", "/proc",
+             "--dev", "/dev"]
     bound.append(ETC)
-    for name in host.proc_read_only:
-        args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
-    args += ["--dev", "/dev"]
     for private in PRIVATE_DIRS:
         args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
     # shortest first: a directory already bound makes the files and folders inside it free
