@@ -66,6 +66,17 @@ def base() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A fresh directory elsewhere on the host (under /srv), outside every private dir of the
+    sandbox and named by no option: what the allow-list must leave out."""
+    parent = Path("/srv")
+    parent.mkdir(exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="sealbench-elsewhere-", dir=parent))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -400,28 +411,32 @@ def test_solver_cannot_reach_a_tcp_server_on_the_host(base: Path) -> None:
     assert rows["toy-001"]["outcome"] == "pass"
 
 
-def test_solver_cannot_reach_a_unix_socket_on_the_host(base: Path) -> None:
+@pytest.mark.parametrize("where", ["var-tmp", "srv"])
+def test_solver_cannot_reach_a_unix_socket_on_the_host(base: Path, where: str,
+                                                       outside: Path) -> None:
     """No host service through a unix socket either. --unshare-net covers TCP/UDP and abstract
     unix sockets only; a socket bound to a path stays connectable from any mount namespace that
     shows the path (read-only mounts do not stop connect()). Here the server listens in
-    /var/tmp; on real machines: /run/docker.sock, /run/dbus/system_bus_socket, /run/postgresql.
-    Closing it takes hiding such paths or refusing socket(AF_UNIX) (seccomp)."""
+    /var/tmp (a private dir of the sandbox) and in a fresh directory under /srv, which no
+    private dir covers: the allow-list leaves it out (on real machines: /var/run/docker.sock
+    through a /var/run that is not a symlink, /srv/app.sock, /home/u/.gnupg/S.gpg-agent)."""
     proto, ledger = sealed_toy(base)
+    sock_dir = base if where == "var-tmp" else outside
     path_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    path_sock.bind(str(base / "hostile.sock"))
+    path_sock.bind(str(sock_dir / "hostile.sock"))
     abstract_name = f"@sealbench-hostile-{uuid.uuid4().hex}"
     abstract_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     abstract_sock.bind(abstract_name.replace("@", "\0", 1))
     servers = [Listener(path_sock), Listener(abstract_sock)]
     try:
-        for address in (str(base / "hostile.sock"), abstract_name.replace("@", "\0", 1)):
+        for address in (str(sock_dir / "hostile.sock"), abstract_name.replace("@", "\0", 1)):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(address)
         assert _wait_for(lambda: all(len(s.accepted) == 1 for s in servers))
         for server in servers:
             server.accepted.clear()
         command = hostile_solver(base / "agent", after=CONNECT, port=0,
-                                 targets=[["unix", str(base / "hostile.sock")],
+                                 targets=[["unix", str(sock_dir / "hostile.sock")],
                                           ["unix", abstract_name]])
         result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
         time.sleep(0.2)
@@ -870,7 +885,7 @@ if TASK == "toy-001":
 
 def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
     """Run from a source checkout, its git history and generator could replay the example's
-    oracles: from inside they are empty."""
+    oracles: from inside they are absent (only src/ and the venv are bound) or empty."""
     from sealbench.runner import checkout_secrets
 
     secrets = checkout_secrets()
@@ -881,7 +896,7 @@ def test_solver_cannot_mine_the_sealbench_checkout(base: Path) -> None:
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
     assert {p.name for p in secrets} >= {".git", "tools", "tests"}
     for path in secrets:
-        assert seen["found"][path.name] in ([], None), (path, seen["found"][path.name])
+        assert seen["found"].get(path.name) in ([], None), (path, seen["found"][path.name])
     assert seen["found"]["src"] == ["sealbench"] or "sealbench" in seen["found"]["src"]
     assert seen["log"] == ""
 
@@ -950,6 +965,121 @@ def sealed_variant(base: Path, *, n: int, budget: str = "", stdout: bool = False
     if stdout:
         text = text.replace("diff_source: workspace", "diff_source: stdout")
     yaml.write_text(text)
+
+
+# --------------------------------------------------------------------------- least privilege
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+LEASE_BREAK = Path("/proc/sys/fs/lease-break-time")
+
+KERNEL_WRITES = r"""
+if TASK == "toy-001":
+    results = {}
+    for path, value in CFG["writes"]:
+        try:
+            with open(path, "w") as handle:
+                handle.write(value)
+            results[path] = "written"
+        except OSError as exc:
+            results[path] = f"{type(exc).__name__}: {exc}"
+    status = {line.split(":")[0]: line.split(":")[1].strip()
+              for line in open("/proc/self/status") if line.startswith(("Cap", "Uid", "Gid"))}
+    report(results=results, uid=os.getuid(), gid=os.getgid(), status=status)
+"""
+
+
+def test_solver_cannot_change_host_kernel_settings(base: Path) -> None:
+    """Issue 9, acceptance 1: root's bwrap left /proc/sys writable, and a solver set
+    kernel.core_pattern (a pipe there runs code as host root on the next crash) and
+    fs.lease-break-time. Both writes fail now; the host values, read on the host, are unchanged;
+    the solver is not uid 0 and holds no capability."""
+    before = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
+    proto, ledger = sealed_toy(base)
+    new_lease = str(int(before[LEASE_BREAK]) + 7)
+    command = hostile_solver(base / "agent", before=KERNEL_WRITES,
+                             writes=[[str(CORE_PATTERN), "|/bin/false %p"],
+                                     [str(LEASE_BREAK), new_lease]])
+    try:
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+        after = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
+    finally:  # never leave the host changed, even when the sandbox failed
+        for path, value in before.items():
+            if path.read_text() != value:
+                path.write_text(value)
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert after == before
+    assert set(seen["results"]) == {str(CORE_PATTERN), str(LEASE_BREAK)}
+    for path, outcome in seen["results"].items():
+        assert outcome.startswith("OSError: [Errno 30] Read-only file system"), (path, outcome)
+    assert seen["uid"] != 0 and seen["gid"] != 0
+    assert seen["status"]["CapEff"] == seen["status"]["CapPrm"] == "0" * 16
+    assert result.report["n"] == 3
+
+
+STEAL_ELSEWHERE = r"""
+if TASK == "toy-001":
+    import glob, subprocess
+    found, errors = {}, {}
+    for root in CFG["roots"]:
+        try:
+            os.listdir(root)
+        except OSError as exc:
+            errors[root] = type(exc).__name__
+            continue
+        for path in glob.glob(root + "/**", recursive=True):
+            if os.path.isfile(path):
+                try:
+                    found[path] = open(path, "rb").read(4000).decode(errors="replace")
+                except OSError as exc:
+                    errors[path] = type(exc).__name__
+    for path in CFG["files"]:
+        try:
+            found[path] = open(path, "rb").read(4000).decode(errors="replace")
+        except OSError as exc:
+            errors[path] = type(exc).__name__
+    loot = [text for text in found.values() if "diff --git" in text]
+    for text in loot:  # the attack that worked: replay a passing diff
+        subprocess.run(["git", "apply", "-"], input=text, text=True, capture_output=True)
+    report(found=sorted(found), errors=errors, replayed=len(loot))
+    sys.exit(0)  # no honest work: it passes only if the replay did
+"""
+
+
+def test_other_copies_of_the_oracles_and_other_ledgers_are_absent(
+        base: Path, outside: Path) -> None:
+    """Issue 9, acceptance 2: with `--ro-bind / /` plus a deny-list, a solver read the
+    example's oracles from another checkout and replayed passing diffs from a second ledger.
+    Now a copy of the protocol (oracles included) in a fresh directory under /srv, named by no
+    option, and a second ledger there with the passing diffs of an earlier run, are simply not
+    in the sandbox."""
+    proto, ledger = sealed_toy(base)
+    copy = outside / "checkout"
+    shutil.copytree(proto, copy)
+    second = Ledger(outside / "ledger2" / "ledger.sqlite")
+    seal(proto, ledger=second)
+    honest = run(proto, write_solver(base / "honest"), ledger=second, options=RunOptions(jobs=2))
+    assert honest.report["outcomes"]["pass"] == 3  # the second ledger holds passing diffs
+    artifacts = second.artifacts.resolve()
+    assert any(SOLVED.format(1) in p.read_bytes().decode(errors="replace")
+               for p in artifacts.rglob("*") if p.is_file())
+    command = hostile_solver(base / "agent", before=STEAL_ELSEWHERE,
+                             roots=[str(outside), str(copy / "oracles"), str(artifacts)],
+                             files=[str(copy / "oracles" / "toy-001.patch"),
+                                    str(second.path.resolve())])
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    assert seen["found"] == [] and seen["replayed"] == 0
+    assert set(seen["errors"].values()) == {"FileNotFoundError"}, seen["errors"]
+    assert rows["toy-001"]["outcome"] == "fail"
+
+
+def _memory_protocol(base: Path, max_memory_mb: int) -> tuple[Path, Ledger]:
+    proto = make_protocol(base / "proto", n=3, min_n=3)
+    shutil.rmtree(base / ".scratch-proto")
+    spec = proto / "protocol.yaml"
+    spec.write_text(spec.read_text().replace("budget:\n",
+                                             f"budget:\n  max_memory_mb: {max_memory_mb}\n"))
     ledger = Ledger(base / "ledger" / "ledger.sqlite")
     seal(proto, ledger=ledger)
     return proto, ledger
@@ -1277,3 +1407,146 @@ def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
         assert list(scratch.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(scratch)], check=False)
+
+
+ALLOCATE = r"""
+if TASK == "toy-001":
+    report(allocating=CFG["bytes"])
+    data = b"x" * CFG["bytes"]  # filled: every page really used
+    report(allocated=len(data))
+"""
+
+
+def test_a_3_gib_allocation_is_a_violation(base: Path) -> None:
+    """Issue 9, acceptance 5 (memory): budget.max_memory_mb is enforced per attempt (here by
+    the attempt's memory cgroup); the solver that takes 3 GiB under a 1024 MiB limit is
+    killed and scored `violation`; the run goes on and publishes."""
+    proto, ledger = _memory_protocol(base, 1024)
+    command = hostile_solver(base / "agent", before=ALLOCATE, bytes=3 << 30)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    assert seen == {"allocating": 3 << 30}  # it never got there
+    assert rows["toy-001"]["outcome"] == "violation"
+    assert rows["toy-001"]["detail"] == ("memory limit exceeded: budget.max_memory_mb is "
+                                         "1024")
+    assert rows["toy-000"]["outcome"] == rows["toy-002"]["outcome"] == "pass"
+    assert result.report["n"] == 3 and result.report["infrastructure_errors"] == 0
+
+
+def test_the_default_memory_limit_leaves_honest_work_alone(base: Path) -> None:
+    """The default (4096 MiB) does not get in the way of a solver that needs 300 MiB."""
+    proto, ledger = sealed_toy(base)
+    command = hostile_solver(base / "agent", before=ALLOCATE, bytes=300 << 20)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    assert hostile_report(ledger, rows["toy-001"])["allocated"] == 300 << 20
+    assert rows["toy-001"]["outcome"] == "pass"
+
+
+READ_EXPOSED = r"""
+if TASK == "toy-001":
+    facts = {}
+    try:
+        facts["read"] = open(CFG["file"]).read()
+    except OSError as exc:
+        facts["read"] = type(exc).__name__
+    try:
+        open(CFG["file"], "a").write("hostile")
+        facts["write"] = "written"
+    except OSError as exc:
+        facts["write"] = f"{type(exc).__name__}: {exc}"
+    try:
+        facts["beside"] = sorted(os.listdir(CFG["beside"]))
+    except OSError as exc:
+        facts["beside"] = type(exc).__name__
+    report(**facts)
+"""
+
+
+def test_an_exposed_path_is_readable_read_only_and_recorded(base: Path, outside: Path,
+                                                           cli: Any) -> None:
+    """`run --expose PATH` opens one host path to the solver, read-only; the run header and
+    report.json name it; anything beside it stays absent. What the run keeps from the solver
+    cannot be exposed: one line, exit 2."""
+    proto, ledger = sealed_toy(base)
+    tool = outside / "toolchain"
+    tool.mkdir()
+    (tool / "data.txt").write_text("exposed data\n")
+    (outside / "secret.txt").write_text("not exposed\n")
+    command = hostile_solver(base / "agent", before=READ_EXPOSED, file=str(tool / "data.txt"),
+                             beside=str(outside))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2, expose=(tool,)))
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert seen["read"] == "exposed data\n"
+    assert seen["write"].startswith("OSError: [Errno 30] Read-only file system"), seen["write"]
+    assert seen["beside"] == ["toolchain"]  # only the way to the exposed path
+    assert (tool / "data.txt").read_text() == "exposed data\n"
+    assert result.report["exposed"] == [str(tool)]
+    assert json.loads(result.report_path.read_text())["exposed"] == [str(tool)]
+    assert ledger.run(result.run_id).options["expose"] == [str(tool)]
+    for inside in (proto / "oracles", ledger.artifacts, ledger.path):
+        out = cli("run", proto, "--solver", command, "--expose", inside,
+                  "--ledger", ledger.path)
+        assert out.exit_code == 2, out.output + out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "--expose" in out.stderr and "must never read" in out.stderr
+
+
+def test_a_sigint_aimed_at_the_sandbox_probe_never_downgrades_the_run(
+        base: Path, tmp_path: Path) -> None:
+    """Issue 9, acceptance 8 (first half): a Ctrl-C during the start-up bubblewrap probe used
+    to record the run as `sandbox: none`. The probe runs in its own session (a terminal's
+    Ctrl-C does not reach it), and when a signal does kill it, `run` stops with one line
+    (exit 3) instead of falling back: no run is recorded. The probe is a stand-in `bwrap`
+    first on PATH that waits, so the signal can be aimed at it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proto, ledger = sealed_toy(base)
+    marker = f"61.{uuid.uuid4().int % 10**6:06d}"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(f"#!/bin/sh\nexec sleep {marker}\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([sys.executable, "-m", "sealbench.cli", "run", str(proto),
+                             "--solver", write_solver(base / "agent"), "--ledger",
+                             str(ledger.path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(lambda: processes_matching(marker), within=30)
+        ((probe, _),) = processes_matching(marker)
+        assert os.getsid(probe) == probe  # its own session, so its own process group
+        assert os.getpgid(probe) != os.getpgid(proc.pid)
+        os.kill(probe, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        kill_matching(marker)
+    assert proc.returncode == 3, (out, err)
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "killed by signal SIGINT" in lines[0], lines
+    assert "not falling back" in lines[0]
+    assert Ledger(ledger.path).runs() == []
+    assert b"sandbox: none" not in out + err
+
+
+def test_only_bubblewraps_own_refusal_means_no_sandbox(tmp_path: Path) -> None:
+    """The other side of the rule: a bwrap that says it cannot work here (its own `bwrap:`
+    error, as on a kernel without user namespaces) still leads to `sandbox: none` with that
+    reason; one that fails without saying why is an error."""
+    from sealbench.sandbox import ProbeFailed, probe_bwrap
+
+    refuses = tmp_path / "refuses"
+    refuses.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\n"
+                       "exit 1\n")
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexit 5\n")
+    for script in (refuses, silent):
+        script.chmod(0o755)
+    assert "No permissions to create new namespace" in (probe_bwrap(str(refuses)) or "")
+    with pytest.raises(ProbeFailed, match="status 5"):
+        probe_bwrap(str(silent))

@@ -208,15 +208,18 @@ def _print_result(result: RunResult) -> None:
 @click.option("--hide", multiple=True, type=click.Path(path_type=Path),
               help="Another host path the solver must not see, e.g. a copy of the protocol "
                    "(repeatable).")
+@click.option("--expose", multiple=True, type=click.Path(path_type=Path),
+              help="A host path the solver may read (read-only; repeatable), e.g. a toolchain "
+                   "outside /usr; recorded in the run and its report.")
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
-        hide: tuple[Path, ...], ledger_path: Path | None) -> None:
+        hide: tuple[Path, ...], expose: tuple[Path, ...], ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide)
+                         hide=hide, expose=expose)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)

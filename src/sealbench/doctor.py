@@ -1,7 +1,8 @@
-"""`sealbench doctor`: does isolation actually hold on this machine? (DESIGN.md §6)
+"""`sealbench doctor`: does isolation actually hold on this machine? (docs/isolation.md)
 
 Each property is checked live, with the same launcher and limits real attempts use, against a
-throwaway "protocol directory" holding a secret — never by reading configuration.
+throwaway "protocol directory" holding a secret — never by reading configuration. Every probe
+prints a marker first: a probe that could not even start proves nothing and fails its check.
 """
 
 from __future__ import annotations
@@ -15,10 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.sandbox import INSTALL_HINT, Mounts, Sandbox, cgroup_parent, detect, new_cage
+from sealbench.runner import solver_files
+from sealbench.sandbox import (
+    INSTALL_HINT,
+    Mounts,
+    Sandbox,
+    cgroup_parent,
+    detect,
+    memory_rlimit_prefix,
+    new_cage,
+)
 from sealbench.solver import Execution, execute
 
 SECRET = "sealbench-doctor-secret-"
+RAN = "sealbench-doctor-ran"
+MEMORY_LIMIT = 128 << 20  # the doctor's attempt limit; it tries to take four times as much
 
 
 @dataclass(frozen=True)
@@ -38,22 +50,40 @@ class _Lab:
     workspace: Path
     outside: Path
     token: str
+    copy: Path  # another copy of the secret, elsewhere on the host, named by no option
+    limits: bool = True  # False: run without cgroups or rlimits (tests: a check must fail)
 
 
 def _python(code: str) -> list[str]:
-    return [sys.executable, "-c", code]
+    return [sys.executable, "-c", f"print({RAN!r}, flush=True)\n" + code]
 
 
 def _run(sandbox: Sandbox, lab: _Lab, argv: list[str], timeout: float = 10) -> Execution:
-    mounts = Mounts(workspace=lab.workspace, hidden=(lab.secret_dir,))
-    cage = new_cage(f"doctor-{uuid.uuid4().hex[:8]}", 64)
+    """argv as an attempt runs: the same mounts (the interpreter bound as a solver's would
+    be), a pids cage and the memory limit."""
+    mounts = Mounts(workspace=lab.workspace, hidden=(lab.secret_dir,),
+                    runtime=solver_files(tuple(argv[:1])))
+    cage = new_cage(f"doctor-{uuid.uuid4().hex[:8]}", 64) if lab.limits else None
     try:
-        return execute(sandbox.wrap(argv, mounts), cwd=lab.workspace,
-                       env={"PATH": "/usr/bin:/bin"}, timeout=timeout, output_cap=1 << 20,
-                       cage=cage)
+        wrapped = sandbox.wrap(argv, mounts)
+        if cage is not None:
+            cage.limit_memory(MEMORY_LIMIT)
+        if lab.limits and (cage is None or cage.memory is None):
+            wrapped = [*memory_rlimit_prefix(MEMORY_LIMIT), *wrapped]
+        return execute(wrapped, cwd=lab.workspace, env={"PATH": "/usr/bin:/bin"},
+                       timeout=timeout, output_cap=1 << 20, cage=cage)
     finally:
         if cage is not None:
             cage.remove()
+
+
+def _ran(result: Execution) -> bool:
+    return RAN.encode() in result.stdout
+
+
+def _not_run(name: str, result: Execution) -> Check:
+    tail = result.stderr[-300:].decode(errors="replace").strip()
+    return Check(name, False, f"the probe did not run, so nothing was shown: {tail}")
 
 
 def _oracle_hidden(sandbox: Sandbox, lab: _Lab) -> Check:
@@ -70,6 +100,8 @@ def _oracle_hidden(sandbox: Sandbox, lab: _Lab) -> Check:
         "print(found)\n"
     )
     result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("oracle hidden", result)
     leaked = lab.token.encode() in result.stdout
     return Check("oracle hidden", not leaked,
                  "the secret was readable (by path, /proc/<pid>/root or after umount)" if leaked
@@ -82,7 +114,9 @@ def _writes_refused(sandbox: Sandbox, lab: _Lab) -> Check:
                Path(tempfile.gettempdir()) / f"sealbench-doctor-{lab.token}.txt"]
     code = "\n".join(f"try: open({str(t)!r}, 'w').write('x')\nexcept OSError: pass"
                      for t in targets)
-    _run(sandbox, lab, _python(code))
+    result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("writes outside the workspace refused", result)
     written = [t for t in targets if t.exists()]
     for t in written:
         t.unlink()
@@ -101,6 +135,8 @@ def _network_refused(sandbox: Sandbox, lab: _Lab) -> Check:
                 "    print('connected')\n"
                 "except OSError as e: print('refused', e)")
         result = _run(sandbox, lab, _python(code))
+        if not _ran(result):
+            return _not_run("network refused", result)
         server.setblocking(False)  # a completed connection waits in the backlog
         try:
             server.accept()[0].close()
@@ -117,7 +153,9 @@ def _strays_reaped(sandbox: Sandbox, lab: _Lab) -> Check:
     code = ("import subprocess\n"
             f"subprocess.Popen(['setsid', 'sleep', '{marker}'])\n"
             f"subprocess.Popen(['sh', '-c', '(sleep {marker} &) ; true'])\n")
-    _run(sandbox, lab, _python(code))
+    result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("stray processes reaped", result)
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
     return Check("stray processes reaped", not left,
                  f"{len(left)} process(es) outlived the attempt" if left
@@ -139,16 +177,116 @@ def _process_limit(_sandbox: Sandbox, _lab: _Lab) -> Check:
                       "(run as root on a machine with cgroups)")
 
 
+def _unprivileged(sandbox: Sandbox, lab: _Lab) -> Check:
+    code = ("import os\n"
+            "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')]\n"
+            "print('ids', os.getuid(), os.getgid(), int(caps[0], 16))\n")
+    result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("unprivileged inside", result)
+    line = next((ln for ln in result.stdout.decode().splitlines() if ln.startswith("ids ")), "")
+    uid, gid, caps = (int(x) for x in line.split()[1:4]) if line else (0, 0, -1)
+    held = uid != 0 and gid != 0 and caps == 0
+    return Check("unprivileged inside", held,
+                 f"uid {uid}, gid {gid}, effective capabilities {caps:#x}")
+
+
+def _proc_sys_read_only(sandbox: Sandbox, lab: _Lab) -> Check:
+    # writes back the value already there: even where the write goes through, the host's
+    # setting is unchanged
+    targets = ["/proc/sys/fs/lease-break-time", "/proc/sys/kernel/core_pattern"]
+    code = ("import sys\n"
+            f"for path in {targets!r}:\n"
+            "    try:\n"
+            "        value = open(path).read()\n"
+            "        with open(path, 'w') as f: f.write(value)\n"
+            "        print('WROTE', path)\n"
+            "    except OSError as e: print('refused', path, e)\n")
+    result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("/proc/sys read-only", result)
+    wrote = [ln.split()[1] for ln in result.stdout.decode().splitlines()
+             if ln.startswith("WROTE ")]
+    return Check("/proc/sys read-only", not wrote,
+                 f"written from inside: {', '.join(wrote)}" if wrote
+                 else f"writing {' and '.join(targets)} failed")
+
+
+def _host_sockets_unreachable(sandbox: Sandbox, lab: _Lab) -> Check:
+    path = lab.root / "doctor.sock"  # outside the sandbox's private dirs, on purpose
+    abstract = f"\0sealbench-doctor-{lab.token}"
+    servers = []
+    for address in (str(path), abstract):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(address)
+        server.listen(1)
+        server.setblocking(False)
+        servers.append(server)
+    code = ("import socket\n"
+            f"for address in [{str(path)!r}, {abstract!r}]:\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            "    try: s.connect(address); print('CONNECTED', repr(address))\n"
+            "    except OSError as e: print('refused', e)\n")
+    try:
+        result = _run(sandbox, lab, _python(code))
+        accepted = 0
+        for server in servers:
+            try:
+                server.accept()[0].close()
+                accepted += 1
+            except BlockingIOError:
+                pass
+    finally:
+        for server in servers:
+            server.close()
+    if not _ran(result):
+        return _not_run("host unix sockets unreachable", result)
+    held = not accepted and b"CONNECTED" not in result.stdout
+    return Check("host unix sockets unreachable", held,
+                 f"a socket at {path} and an abstract one were "
+                 + ("not reachable" if held else "reachable from inside"))
+
+
+def _other_copies_absent(sandbox: Sandbox, lab: _Lab) -> Check:
+    code = ("import os\n"
+            f"try: print(open({str(lab.copy)!r}).read())\n"
+            "except OSError as e: print('unreadable', e)\n")
+    result = _run(sandbox, lab, _python(code))
+    if not _ran(result):
+        return _not_run("other copies of the oracles absent", result)
+    leaked = lab.token.encode() in result.stdout
+    return Check("other copies of the oracles absent", not leaked,
+                 f"a copy at {lab.copy}, named by no option, was "
+                 + ("readable" if leaked else "not there"))
+
+
+def _memory_limited(sandbox: Sandbox, lab: _Lab) -> Check:
+    code = (f"data = b'x' * {4 * MEMORY_LIMIT}\n"  # filled, so every page is really used
+            "print('ALLOCATED', len(data))\n")
+    result = _run(sandbox, lab, _python(code), timeout=30)
+    if not _ran(result):
+        return _not_run("memory limit", result)
+    allocated = b"ALLOCATED" in result.stdout
+    how = "the cgroup's OOM killer" if result.memory_exceeded else "RLIMIT_DATA"
+    return Check("memory limit", not allocated,
+                 f"{4 * MEMORY_LIMIT >> 20} MiB under a {MEMORY_LIMIT >> 20} MiB limit: "
+                 + ("allocated" if allocated else f"stopped by {how}"))
+
+
 CHECKS: tuple[Callable[[Sandbox, _Lab], Check], ...] = (
     _oracle_hidden, _writes_refused, _network_refused, _strays_reaped, _process_limit,
+    _unprivileged, _proc_sys_read_only, _host_sockets_unreachable, _other_copies_absent,
+    _memory_limited,
 )
 
 
-def diagnose(sandbox: Sandbox | None = None) -> tuple[Sandbox, list[Check]]:
+def diagnose(sandbox: Sandbox | None = None, *,
+             limits: bool = True) -> tuple[Sandbox, list[Check]]:
     """Run every check; without bubblewrap, say so and how to fix it.
 
-    A sandbox may be passed in to check it instead of this machine's (tests pass a sandbox
-    that confines nothing, to prove every check can fail).
+    A sandbox may be passed in to check it instead of this machine's, and limits turned off
+    (tests pass a sandbox that confines nothing, without limits, to prove every check can
+    fail).
     """
     if sandbox is None:
         sandbox = detect()
@@ -167,10 +305,12 @@ def diagnose(sandbox: Sandbox | None = None) -> tuple[Sandbox, list[Check]]:
     try:
         token = uuid.uuid4().hex
         lab = _Lab(root, root / "protocol", root / "protocol" / "oracle.patch",
-                   root / "workspace", root / "outside", token)
-        for d in (lab.secret_dir, lab.workspace, lab.outside):
+                   root / "workspace", root / "outside", token,
+                   root / "elsewhere" / "oracle-copy.patch", limits)
+        for d in (lab.secret_dir, lab.workspace, lab.outside, lab.copy.parent):
             d.mkdir()
         lab.secret_file.write_text(SECRET + token)
+        lab.copy.write_text(SECRET + token)
         checks += [check(sandbox, lab) for check in CHECKS]
     finally:
         shutil.rmtree(root, ignore_errors=True)

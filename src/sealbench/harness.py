@@ -130,6 +130,7 @@ class Harness:
         *,
         timeout_scale: float = 1.0,
         hidden: tuple[Path, ...] = (),
+        exposed: tuple[Path, ...] = (),
         abort: threading.Event | None = None,
         scratch: Path | None = None,
         attempt_id: Callable[[Task, int], str] | None = None,
@@ -168,6 +169,8 @@ class Harness:
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
             max_diff_bytes=spec.budget.max_diff_bytes,
+            max_memory_mb=spec.budget.max_memory_mb,
+            exposed=exposed,
             cages=self.cages,
             abort=abort or threading.Event(),
         )

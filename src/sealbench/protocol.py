@@ -57,6 +57,7 @@ class Budget(_Strict):
     max_processes: int = Field(default=512, ge=8)
     max_workspace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     max_diff_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    max_memory_mb: int = Field(default=4096, ge=64)
 
 
 class Rules(_Strict):

@@ -145,6 +145,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "run_id": run.run_id,
         "solver": {"command": run.solver},
         "sandbox": run.sandbox,
+        "exposed": list(options.get("expose", [])),
         "n": head.n,
         "mean": head.mean,
         "ci95": list(head.ci95),

@@ -14,6 +14,7 @@ import random
 import re
 import secrets
 import shlex
+import shutil
 import socket
 import sys
 import threading
@@ -38,7 +39,7 @@ from sealbench.report import (
     to_markdown,
     unresolved_infrastructure_errors,
 )
-from sealbench.sandbox import Sandbox, detect, is_private, private_dirs
+from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 from sealbench.stats import derive_seed
@@ -74,6 +75,7 @@ class RunOptions:
     report_path: Path | None = None
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     hide: tuple[Path, ...] = ()  # more host paths the solver must not see (copies of oracles)
+    expose: tuple[Path, ...] = ()  # host paths the solver may read (docs/isolation.md)
 
 
 @dataclass(frozen=True)
@@ -112,16 +114,17 @@ def parse_solver(command: str, protocol_root: Path) -> tuple[str, ...]:
 
 
 def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
-    """What the solver needs to run that a private tmpfs would hide: the files its command
-    names with their directories, a virtual environment they live in, and this package (the
-    reference solvers import it). Hidden paths inside them are hidden again after these are
-    bound (see sandbox.bwrap_args), and a private directory itself is never bound.
-
-    The sandbox's /tmp is private, so a solver (or a whole checkout with its .venv) kept in a
-    temporary directory would otherwise vanish.
+    """What the solver needs to run beyond the system directories (the sandbox's file system
+    is an allow-list): the files its command names, the program found on PATH when it names
+    one bare, with their directories, a virtual environment they live in, and this package
+    (the reference solvers import it). Hidden paths inside them are hidden again after these
+    are bound (see sandbox.bwrap_args). A directory that is or holds one of the sandbox's
+    private directories (`/`, `/var`, `/tmp`...) is never bound: that would bring the host's
+    back; the file itself is.
     """
     wanted: list[Path] = [Path(sealbench.__file__).parent.parent]
-    for arg in argv:
+    program = shutil.which(argv[0]) if argv and "/" not in argv[0] else None
+    for arg in (*argv, *([program] if program else [])):
         path = Path(arg)
         for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
             if not path.is_absolute() or not (path.exists() or path.is_symlink()):
@@ -132,11 +135,11 @@ def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
             if not path.is_symlink():
                 break
             path = Path(os.path.normpath(path.parent / os.readlink(path)))
-    private = {d.resolve() for d in private_dirs()}
+    private = [d.resolve() for d in PRIVATE_DIRS]
     visible: list[Path] = []
     for path in dict.fromkeys(wanted):
-        if path.is_symlink() or not path.exists() or not is_private(path) \
-                or path.resolve() in private:
+        if path.is_symlink() or not path.exists() \
+                or any(d.is_relative_to(path.resolve()) for d in private):
             continue  # a symlink cannot be a mount point; its directory is bound instead
         visible.append(path)
     return tuple(visible)
@@ -157,6 +160,30 @@ def attempt_order(jobs: list[tuple[Task, int]], identity: str, run_id: str
     ordered = sorted(jobs, key=lambda job: (job[0].kind, job[0].id, job[1]))
     random.Random(derive_seed(identity, run_id, "attempt-order")).shuffle(ordered)
     return ordered
+
+
+def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) -> None:
+    """`--expose PATH` opens a host path to the solver, read-only: never one that holds what
+    the run keeps from it (inside the protocol dir or the ledger's files), nor one that would
+    bring back a private directory of the sandbox. One line, exit 2."""
+    db = ledger.path.resolve()
+    kept = {"the protocol directory": protocol_root.resolve(),
+            "the ledger": db,
+            "the ledger's artifacts": ledger.artifacts.resolve(),
+            "the ledger's reports": (ledger.path.parent / "reports").resolve()}
+    for given in paths:
+        path = given.resolve()
+        if not path.exists():
+            raise BadInput(f"--expose {given}: no such file or directory")
+        for name, secret in kept.items():
+            if path.is_relative_to(secret) or path in (db.with_name(db.name + "-wal"),
+                                                        db.with_name(db.name + "-shm")):
+                raise BadInput(f"--expose {given}: lies inside {name} ({secret}), which the "
+                               "solver must never read")
+        for private in PRIVATE_DIRS:
+            if private.resolve().is_relative_to(path):
+                raise BadInput(f"--expose {given}: holds {private}, which the sandbox keeps "
+                               "private; expose something inside it instead")
 
 
 def attempt_record(task: Task, result: Finished, ledger: Ledger,
@@ -219,6 +246,7 @@ class Run:
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
         scratch_root()  # a missing $SEALBENCH_SCRATCH is bad input, before any run exists
+        check_exposed(options.expose, sealed.protocol.root, ledger)
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
@@ -289,6 +317,7 @@ class Run:
         try:
             with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
+                         exposed=tuple(p.resolve() for p in self.options.expose),
                          abort=self.control.abort, attempt_id=self.label) as harness:
                 self._attempts(harness, jobs, rules)
                 if not self.doomed.is_set():
@@ -324,6 +353,7 @@ class Run:
             "attempt_secret": self.secret,
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
+            "expose": [str(p.resolve()) for p in self.options.expose],
             "expected": {"null_pack": len(self.sealed.protocol.null_pack),
                          "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
@@ -466,7 +496,11 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                       f"{solver_command!r}; resume with the same command")
     stored = RunOptions(jobs=options.jobs, timeout_scale=row.options["timeout_scale"],
                         epochs=row.options["epochs"], report_path=options.report_path,
-                        sandbox=options.sandbox, hide=options.hide)
+                        sandbox=options.sandbox, hide=options.hide,
+                        expose=tuple(Path(p) for p in row.options.get("expose", [])))
+    if options.expose and {p.resolve() for p in options.expose} != set(stored.expose):
+        raise Refused(f"run {run_id} began with --expose {sorted(map(str, stored.expose))}; "
+                      "it cannot continue with other exposed paths")
     for name in ("timeout_scale", "epochs"):
         given, kept = getattr(options, name), getattr(stored, name)
         if given != getattr(RunOptions(), name) and given != kept:

@@ -1,9 +1,12 @@
-"""The bubblewrap launcher (DESIGN.md §6).
+"""The bubblewrap launcher (DESIGN.md §6, docs/isolation.md).
 
-The solver is untrusted code. Everything that could help it score without solving — the
-protocol directory with its oracles, the ledger with other attempts' diffs, other workspaces —
-is hidden, the host is read-only, the network is gone, and as root every capability is dropped
-(otherwise the solver can simply unmount whatever hides the oracle).
+The solver is untrusted code. Its file system is built from an allow-list — the system
+directories a toolchain needs, the world-readable part of /etc, the solver's own files, paths
+exposed explicitly, the workspace — so everything else on the host (other checkouts and copies
+of the oracles, other ledgers) is simply absent. It runs as an unprivileged uid in its own user
+namespace with no capabilities, with the kernel's write surfaces under /proc read-only and no
+network. Inside what the allow-list admits, the protocol directory, the ledger and the like are
+hidden again (a solver kept beside its ledger must not find it in its own directory).
 """
 
 from __future__ import annotations
@@ -15,47 +18,90 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sealbench.errors import InfrastructureError
+from sealbench.errors import InfrastructureError, Refused
 
 SandboxKind = Literal["bwrap", "none"]
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 TMPFS_BYTES = 256 * 1024 * 1024  # the solver's private /tmp and /dev/shm live in memory
 CGROUP_BASES = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
-# Each gets a fresh, empty tmpfs in the sandbox: temp files of other programs (other attempts'
-# workspaces among them) stay out of sight, and so do the unix sockets of host services
-# (/run/dbus, /run/docker.sock...), which --unshare-net does not cut off.
+MEMORY_BASES = (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup"))
+# uid and gid of the solver inside its user namespace: `nobody`, never 0
+SANDBOX_UID = 65534
+# Each gets a fresh, empty tmpfs in the sandbox (the sandbox's root is itself an empty tmpfs, so
+# these exist whatever the host has).
 PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run"), Path("/dev/shm"))
+# What a toolchain needs of the host, read-only; a symlink (merged /usr) is recreated as one.
+SYSTEM_DIRS = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"),
+               Path("/lib64"), Path("/libx32"))
+ETC = Path("/etc")
 
 
-def private_dirs() -> tuple[Path, ...]:
-    """The PRIVATE_DIRS that exist here as real directories (a /var/run symlink is covered by
-    its target)."""
-    return tuple(d for d in PRIVATE_DIRS if d.is_dir() and not d.is_symlink())
+@dataclass(frozen=True)
+class HostLayout:
+    """What the allow-list takes from this host: the system directories (path, symlink target
+    or None for a directory) and the /etc entries that only their owner may read."""
+
+    system: tuple[tuple[Path, str | None], ...]
+    etc_restricted: tuple[Path, ...] = ()
 
 
-def is_private(path: Path) -> bool:
-    """True when the sandbox would hide this host path behind one of its private tmpfs."""
-    resolved = path.resolve()
-    return any(resolved.is_relative_to(d.resolve()) for d in private_dirs())
+@functools.cache
+def host_layout() -> HostLayout:
+    """This host's layout, looked at once per process."""
+    system: list[tuple[Path, str | None]] = []
+    for path in SYSTEM_DIRS:
+        if path.is_symlink():
+            system.append((path, os.readlink(path)))
+        elif path.is_dir():
+            system.append((path, None))
+    return HostLayout(tuple(system), etc_restricted(ETC))
+
+
+def etc_restricted(root: Path) -> tuple[Path, ...]:
+    """Entries under root that other users of the host may not read (shadow, gshadow, sudoers,
+    ssh host keys, ssl/private...). In its user namespace the solver still acts as the host
+    uid that started sealbench, so owner-only files would be readable: they are hidden.
+    Empty ones are left alone (nothing to read, and each hiding costs a mount per attempt)."""
+    found: list[Path] = []
+    for parent, dirs, files in os.walk(root):
+        for name in sorted(dirs):
+            path = Path(parent) / name
+            with contextlib.suppress(OSError):
+                mode = path.lstat().st_mode
+                if stat.S_ISDIR(mode) and mode & 0o005 != 0o005:
+                    dirs.remove(name)  # hidden whole: nothing inside needs a look
+                    if any(path.iterdir()):
+                        found.append(path)
+        for name in files:
+            path = Path(parent) / name
+            with contextlib.suppress(OSError):
+                info = path.lstat()
+                if stat.S_ISREG(info.st_mode) and not info.st_mode & 0o004 and info.st_size:
+                    found.append(path)
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True)
 class Mounts:
-    """What one attempt sees: its workspace and side files writable or readable, the rest hidden."""
+    """What one attempt sees beyond the system: its workspace and side files writable or
+    readable, the solver's own files, exposed paths; hidden paths inside any of those."""
 
     workspace: Path
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
-    runtime: tuple[Path, ...] = ()  # the solver's own files that a private tmpfs would hide
+    runtime: tuple[Path, ...] = ()  # the solver's own files (interpreter, venv, scripts)
+    exposed: tuple[Path, ...] = ()  # `run --expose PATH`: read-only, named by the user
 
 
 @dataclass(frozen=True)
@@ -79,21 +125,43 @@ class Sandbox:
         return [self.bwrap, *status, *bwrap_args(mounts, network=self.network), "--", *argv]
 
 
-def bwrap_args(mounts: Mounts, *, network: bool) -> list[str]:
-    """bubblewrap options. Order matters: private tmpfs, then the solver's runtime files put
-    back, then whatever must stay hidden (even inside those), then the attempt's own paths."""
+def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None) -> list[str]:
+    """bubblewrap options. The root is an empty tmpfs; onto it, in this order: the system
+    directories, /etc, /proc (read-only), /dev, the private tmpfs, the
+    solver's own files and exposed paths, then whatever must stay hidden inside any of those
+    (shortest first), then the attempt's own paths (which may lie inside a hidden one)."""
+    host = host or host_layout()
     args = [
-        "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+        "--die-with-parent", "--new-session", "--unshare-user", "--uid", str(SANDBOX_UID),
+        "--gid", str(SANDBOX_UID), "--disable-userns", "--unshare-pid", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
     ]
-    for private in private_dirs():
-        args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
     if not network:
         args.append("--unshare-net")
-    for path in mounts.runtime:
-        args += ["--ro-bind", str(path), str(path)]
-    for path in sorted(set(mounts.hidden), key=lambda p: len(p.parts)):
+    bound: list[Path] = []
+    for path, target in host.system:
+        if target is None:
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
+        else:
+            args += ["--symlink", target, str(path)]
+    # /proc read-only as a whole: every kernel write surface in it (/proc/sys, sysrq-trigger,
+    # mtrr, pressure...) at once. bubblewrap covers a few of them only when it can tell they
+    # are writable, and /proc/sys reports "not writable" to root while the files in it are;
+    # a process whose host uid is 0 may write sysctls without any capability.
+    args += ["--ro-bind", str(ETC), str(ETC), "--proc", "/proc", "--remount-ro", "/proc",
+             "--dev", "/dev"]
+    bound.append(ETC)
+    for private in PRIVATE_DIRS:
+        args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
+    # shortest first: a directory already bound makes the files and folders inside it free
+    for path in sorted({*mounts.runtime, *mounts.exposed}, key=lambda p: (len(p.parts), p)):
+        if not any(path.is_relative_to(b) for b in bound):
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
+    hidden = [p for p in (*mounts.hidden, *host.etc_restricted)
+              if any(p.is_relative_to(b) for b in bound)]
+    for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
@@ -107,20 +175,43 @@ def bwrap_args(mounts: Mounts, *, network: bool) -> list[str]:
     return args
 
 
+class ProbeFailed(Refused):
+    """The start-up probe of bubblewrap ended for a reason that says nothing about whether
+    bubblewrap works here (a signal, a timeout): falling back to `sandbox: none` on that would
+    let a stray Ctrl-C turn a confined run into an unconfined one."""
+
+
 @functools.cache
 def probe_bwrap(executable: str) -> str | None:
-    """Start a real sandbox once; None when it works, else why not (kernel, permissions...)."""
-    try:
-        done = subprocess.run(
-            [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session",
-             "--cap-drop", "ALL", "true"],
-            capture_output=True, timeout=30, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap could not start: {exc}"
+    """Start a real sandbox once, with the options attempts use; None when it works, else why
+    bubblewrap is not usable here (its own error: kernel, permissions, user namespaces...).
+
+    The probe runs in its own session, so a Ctrl-C at the terminal does not reach it. Any
+    other ending (killed by a signal, timed out) raises ProbeFailed: only bubblewrap's own
+    refusal may lead to `sandbox: none`. Exceptions are not cached: the next call probes again.
+    """
+    with tempfile.TemporaryDirectory(prefix="sealbench-probe-") as work:
+        argv = [executable, *bwrap_args(Mounts(workspace=Path(work)), network=False), "--",
+                "true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=30, check=False,
+                                  start_new_session=True, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ProbeFailed(f"the bubblewrap probe ({executable}) did not finish within "
+                              "30 s; not falling back to running without a sandbox") from None
+        except OSError as exc:
+            return f"bubblewrap could not start: {exc}"
+    if done.returncode < 0:
+        raise ProbeFailed(f"the bubblewrap probe ({executable}) was killed by signal "
+                          f"{signal.Signals(-done.returncode).name}; not falling back to "
+                          "running without a sandbox (run again)")
     if done.returncode != 0:
-        return f"bubblewrap cannot create a sandbox here: {done.stderr.decode().strip()}"
+        said = done.stderr.decode(errors="replace").strip()
+        if said.startswith("bwrap:"):
+            return f"bubblewrap cannot create a sandbox here: {said}"
+        raise ProbeFailed(f"the bubblewrap probe ({executable}) failed with status "
+                          f"{done.returncode} without saying why ({said[:200]!r}); not falling "
+                          "back to running without a sandbox")
     return None
 
 
@@ -151,9 +242,14 @@ def sandbox_ran(status: bytes) -> bool:
 class ProcessCage:
     """A pids cgroup around one attempt: caps how many processes it may have (a fork bomb
     stops there) and finds every one of them afterwards, even those that escaped with setsid
-    when there is no sandbox. Root's RLIMIT_NPROC cannot do this: the kernel exempts uid 0."""
+    when there is no sandbox. Root's RLIMIT_NPROC cannot do this: the kernel exempts uid 0.
+
+    With a memory cgroup beside it (`memory`: a v1 memory hierarchy directory, or the same
+    directory on cgroup v2), the attempt's memory is capped too, page cache and tmpfs
+    included, and the kernel's OOM kills in it are counted."""
 
     path: Path
+    memory: Path | None = None
 
     def prefix(self) -> list[str]:
         """Commands that move the attempt into the cgroup before anything of it runs (where
@@ -170,25 +266,67 @@ class ProcessCage:
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[None]:
-        """Hold the calling thread inside the cage while it forks the attempt, so the child
-        starts there; the thread steps back out before anything can be killed."""
+        """Hold the calling thread inside the cage (pids, and memory on v1) while it forks the
+        attempt, so the child starts there; the thread steps back out before anything can be
+        killed. On v1 the child's memory is charged to the memory cgroup it was forked in."""
         if not self.thread_attach:
             yield
             return
         tid = str(threading.get_native_id())
+        cages: list[tuple[Path, tuple[Path, ...], str]] = [(self.path, CGROUP_BASES, "pids")]
+        if self.memory is not None:
+            cages.append((self.memory, MEMORY_BASES, "memory"))
+        entered: list[tuple[Path, Path, tuple[Path, ...]]] = []
         try:
-            home = _thread_home(self.path)
-            (self.path / "tasks").write_text(tid)
-        except OSError as exc:
-            raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
-        try:
-            yield
-        finally:
             try:
-                (home / "tasks").write_text(tid)
-            except OSError:  # never stay inside: kill_all would reach the harness itself
-                (next(b for b in CGROUP_BASES if self.path.is_relative_to(b)) / "tasks") \
-                    .write_text(tid)
+                for cage, bases, controller in cages:
+                    home = _thread_home(cage, bases, controller)
+                    (cage / "tasks").write_text(tid)
+                    entered.append((cage, home, bases))
+            except OSError as exc:
+                raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
+            yield  # what the fork raises is the caller's (a solver that cannot start)
+        finally:
+            for cage, home, bases in entered:
+                try:
+                    (home / "tasks").write_text(tid)
+                except OSError:  # never stay inside: kill_all would reach the harness itself
+                    (next(b for b in bases if cage.is_relative_to(b)) / "tasks").write_text(tid)
+
+    def limit_memory(self, limit: int) -> None:
+        """Cap the attempt's memory at limit bytes (RAM and, where accounted, swap too)."""
+        if self.memory is None:
+            return
+        v1 = (self.memory / "memory.limit_in_bytes").exists()
+        files = (["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"] if v1
+                 else ["memory.max", "memory.swap.max"])
+        files = [f for f in files if (self.memory / f).exists()]
+        # v1 wants limit <= memsw limit at every step: one order works when lowering, the
+        # other when raising
+        for order in (files, files[::-1]):
+            try:
+                for name in order:
+                    (self.memory / name).write_text(str(limit if name != "memory.swap.max"
+                                                         else 0))
+                return
+            except OSError:
+                continue
+        raise InfrastructureError(f"cannot set the memory limit in {self.memory}")
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in this cage for want of memory, ever."""
+        if self.memory is None:
+            return 0
+        name = "memory.oom_control" if (self.memory / "memory.oom_control").exists() \
+            else "memory.events"
+        try:
+            for line in (self.memory / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
 
     def pids(self) -> list[int]:
         try:
@@ -216,23 +354,38 @@ class ProcessCage:
 
     def remove(self) -> None:
         self.kill_all()
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        _remove_quietly(self.path)
+        if self.memory is not None:
+            _remove_quietly(self.memory)
 
 
-_parent: Path | None = None
-_parent_lock = threading.Lock()
+_parents: dict[str, Path] = {}
+_parent_lock = threading.RLock()  # the memory parent asks for the pids parent
 
 
 def cgroup_parent() -> Path | None:
     """A writable pids cgroup directory for sealbench's attempts, or None where there is none
     (not root, cgroups read-only, no pids controller). Only success is remembered: a passing
     failure must not leave a whole process without a process limit."""
-    global _parent
+    return _remembered("pids", _make_cgroup_parent)
+
+
+def memory_parent() -> Path | None:
+    """A writable memory cgroup directory for sealbench's attempts, or None where there is
+    none: on cgroup v1 under the memory cgroup this process is in (so a container's own limit
+    still holds), on v2 the pids parent itself when the memory controller could be delegated
+    to it."""
+    return _remembered("memory", _make_memory_parent)
+
+
+def _remembered(kind: str, make: Callable[[], Path | None]) -> Path | None:
     with _parent_lock:
-        if _parent is None:
-            _parent = _make_cgroup_parent()
-        return _parent
+        if kind not in _parents:
+            made = make()
+            if made is None:
+                return None
+            _parents[kind] = made
+        return _parents[kind]
 
 
 def _make_cgroup_parent() -> Path | None:
@@ -246,7 +399,9 @@ def _make_cgroup_parent() -> Path | None:
         parent = base / name
         try:
             parent.mkdir()
-            if base.name != "pids":  # cgroup v2: delegate pids to our children
+            if base.name != "pids":  # cgroup v2: delegate pids (and memory if we can)
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text("+memory")
                 (parent / "cgroup.subtree_control").write_text("+pids")
             probe = parent / "probe"
             probe.mkdir()
@@ -262,14 +417,46 @@ def _make_cgroup_parent() -> Path | None:
     return None
 
 
-def _thread_home(cage: Path) -> Path:
-    """The pids cgroup the calling thread belongs to now (in the hierarchy the cage is in)."""
-    base = next(b for b in CGROUP_BASES if cage.is_relative_to(b))
-    for line in Path("/proc/thread-self/cgroup").read_text().splitlines():
+def _make_memory_parent() -> Path | None:
+    pids = cgroup_parent()
+    if pids is None:
+        return None
+    if not pids.is_relative_to(CGROUP_BASES[0]):  # cgroup v2: one hierarchy
+        return pids if "memory" in _read(pids / "cgroup.subtree_control").split() else None
+    v1 = MEMORY_BASES[0]
+    if not (v1 / "memory.limit_in_bytes").exists():
+        return None
+    base = _own_cgroup(v1, "memory")
+    _sweep_stale(base)
+    parent = base / pids.name
+    try:
+        parent.mkdir()
+    except OSError:
+        return None
+    atexit.register(_remove_quietly, parent)
+    return parent
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _own_cgroup(base: Path, controller: str, who: str = "self") -> Path:
+    """The cgroup of `controller` that this process (or thread) belongs to, under base."""
+    for line in _read(Path(f"/proc/{who}/cgroup")).splitlines():
         _, controllers, where = line.split(":", 2)
-        if "pids" in controllers.split(","):
+        if controller in controllers.split(","):
             return base / where.lstrip("/")
     return base
+
+
+def _thread_home(cage: Path, bases: tuple[Path, ...], controller: str) -> Path:
+    """The cgroup the calling thread belongs to now (in the hierarchy the cage is in)."""
+    base = next(b for b in bases if cage.is_relative_to(b))
+    return _own_cgroup(base, controller, "thread-self")
 
 
 def _sweep_stale(base: Path) -> None:
@@ -291,7 +478,8 @@ def _remove_quietly(path: Path) -> None:
 
 
 def new_cage(name: str, max_pids: int) -> ProcessCage | None:
-    """A fresh pids cgroup for one attempt, limited to max_pids processes."""
+    """A fresh pids cgroup for one attempt, limited to max_pids processes, with a memory
+    cgroup beside it where there is one to be had."""
     parent = cgroup_parent()
     if parent is None:
         return None
@@ -301,7 +489,23 @@ def new_cage(name: str, max_pids: int) -> ProcessCage | None:
         (path / "pids.max").write_text(str(max_pids))
     except OSError:
         return None
-    return ProcessCage(path)
+    memory = memory_parent()
+    if memory is None:
+        return ProcessCage(path)
+    if memory == parent:  # cgroup v2: the same directory
+        return ProcessCage(path, path if (path / "memory.max").exists() else None)
+    try:
+        (memory / name).mkdir()
+    except OSError:
+        return ProcessCage(path)
+    return ProcessCage(path, memory / name)
+
+
+def memory_rlimit_prefix(limit: int) -> list[str]:
+    """Where no memory cgroup can be had: commands that set RLIMIT_DATA before the attempt
+    starts. RLIMIT_DATA (private writable memory) rather than RLIMIT_AS: runtimes such as Go,
+    V8 and the JVM reserve far more address space than they use, and would not start."""
+    return ["/bin/sh", "-c", 'ulimit -d "$0" && exec "$@"', str(max(1, limit // 1024))]
 
 
 class CagePool:
@@ -312,16 +516,29 @@ class CagePool:
         self._free: list[ProcessCage] = []
         self._lock = threading.Lock()
         self._count = 0
+        self._limits: dict[Path, int] = {}  # memory limit each cage has now: writing costs
 
-    def acquire(self, max_pids: int) -> ProcessCage | None:
+    def acquire(self, max_pids: int, max_memory: int | None = None) -> ProcessCage | None:
+        """A cage limited to max_pids processes and (where a memory cgroup exists)
+        max_memory bytes."""
         with self._lock:
             cage = self._free.pop() if self._free else None
             self._count += 1
             name = f"attempt-{self._count}"
         if cage is None:
-            return new_cage(f"{name}-{os.getpid()}-{id(self)}", max_pids)
-        with contextlib.suppress(OSError):
-            (cage.path / "pids.max").write_text(str(max_pids))
+            cage = new_cage(f"{name}-{os.getpid()}-{id(self)}", max_pids)
+        else:
+            with contextlib.suppress(OSError):
+                (cage.path / "pids.max").write_text(str(max_pids))
+        if cage is not None and max_memory is not None \
+                and self._limits.get(cage.path) != max_memory:
+            try:
+                cage.limit_memory(max_memory)
+            except InfrastructureError:
+                cage.remove()
+                raise
+            with self._lock:
+                self._limits[cage.path] = max_memory
         return cage
 
     def release(self, cage: ProcessCage) -> None:

@@ -27,7 +27,14 @@ from sealbench.errors import InfrastructureError
 from sealbench.metric import Metric, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.protocol import Task
-from sealbench.sandbox import CagePool, Mounts, ProcessCage, Sandbox, sandbox_ran
+from sealbench.sandbox import (
+    CagePool,
+    Mounts,
+    ProcessCage,
+    Sandbox,
+    memory_rlimit_prefix,
+    sandbox_ran,
+)
 from sealbench.workspace import (
     MAX_ENTRIES,
     Change,
@@ -58,6 +65,7 @@ class Execution:
     flooded: bool = False
     duration: float = 0.0
     interrupted: bool = False
+    memory_exceeded: bool = False
 
 
 class AttemptInterrupted(Exception):
@@ -76,6 +84,7 @@ def execute(
     cap is dropped as it arrives so memory stays bounded whatever the solver prints.
     """
     started = time.monotonic()
+    oom_kills = cage.oom_kills() if cage is not None else 0
     if cage is not None:
         argv = [*cage.prefix(), *argv]
     try:
@@ -127,6 +136,7 @@ def execute(
     returncode = proc.wait()
     proc.stdout.close()
     proc.stderr.close()
+    memory_exceeded = cage is not None and cage.oom_kills() > oom_kills
     return Execution(
         None if timed_out or flooded or interrupted else returncode,
         bytes(buffers[out_fd]),
@@ -135,6 +145,7 @@ def execute(
         flooded=flooded,
         duration=time.monotonic() - started,
         interrupted=interrupted,
+        memory_exceeded=memory_exceeded,
     )
 
 
@@ -187,6 +198,8 @@ class AttemptContext:
     max_processes: int = 512
     max_workspace_bytes: int | None = None
     max_diff_bytes: int | None = None
+    max_memory_mb: int | None = None
+    exposed: tuple[Path, ...] = ()
     cages: CagePool | None = None
     abort: threading.Event = field(default_factory=threading.Event)
 
@@ -233,22 +246,27 @@ class CommandSolver:
             runtime=self.visible,
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
+            exposed=ctx.exposed,
         )
         missing = _not_executable(self.argv[0], env.get("PATH", os.defpath))
         if missing is not None:  # the solver's fault, decided before any sandbox starts
             return Execution(None, b"", f"solver could not start: {missing}".encode())
-        cage = ctx.cages.acquire(ctx.max_processes) if ctx.cages else None
+        memory = ctx.max_memory_mb * 1024 * 1024 if ctx.max_memory_mb else None
+        cage = ctx.cages.acquire(ctx.max_processes, memory) if ctx.cages else None
         status_r, status_w = os.pipe()
         try:
             sandboxed = ctx.sandbox.kind == "bwrap"
             argv = ctx.sandbox.wrap([*self.argv, ws.attempt_id], mounts,
                                     status_fd=status_w if sandboxed else None)
+            if memory is not None and (cage is None or cage.memory is None):
+                argv = [*memory_rlimit_prefix(memory), *argv]  # no memory cgroup here
             execution = execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
                                 output_cap=ctx.output_cap, cage=cage,
                                 pass_fds=(status_w,) if sandboxed else (), abort=ctx.abort)
             os.close(status_w)
             status_w = -1
-            cut_short = execution.interrupted or execution.timed_out or execution.flooded
+            cut_short = (execution.interrupted or execution.timed_out or execution.flooded
+                         or execution.memory_exceeded)
             if sandboxed and not cut_short and not sandbox_ran(_read_available(status_r)):
                 raise InfrastructureError("the sandbox did not start: " + execution.stderr[-500:]
                                           .decode(errors="replace").strip())
@@ -485,6 +503,9 @@ def judge(
         return result("timeout", f"killed after {ctx.timeout:g} s")
     if execution.flooded:
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
+    if execution.memory_exceeded:
+        return result("violation", f"memory limit exceeded: budget.max_memory_mb is "
+                      f"{ctx.max_memory_mb}")
     if change.oversize is not None:
         return result("violation", change.oversize)
     if change.diff_too_large is not None:

@@ -1,0 +1,127 @@
+"""Table tests for the pure bubblewrap argument builder (sandbox.bwrap_args): what each kind of
+path becomes, and in which order (docs/isolation.md). The host layout is passed in, so merged
+and split /usr layouts are both checked whatever this machine has."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from sealbench.sandbox import SANDBOX_UID, HostLayout, Mounts, bwrap_args, etc_restricted
+
+MERGED = HostLayout(system=((Path("/usr"), None), (Path("/bin"), "usr/bin"),
+                            (Path("/lib64"), "usr/lib64")),
+                    etc_restricted=(Path("/etc/shadow"),))
+SPLIT = HostLayout(system=((Path("/usr"), None), (Path("/bin"), None), (Path("/lib"), None)))
+
+
+def _pairs(args: list[str], flag: str) -> list[tuple[str, str]]:
+    """Every (source, destination) given to a two-argument flag, in order."""
+    return [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == flag]
+
+
+def _index(args: list[str], *triple: str) -> int:
+    for i in range(len(args) - len(triple) + 1):
+        if tuple(args[i:i + len(triple)]) == triple:
+            return i
+    raise AssertionError(f"{triple} not in {args}")
+
+
+@pytest.mark.parametrize(("host", "binds", "links"), [
+    (MERGED, [("/usr", "/usr")], [("usr/bin", "/bin"), ("usr/lib64", "/lib64")]),
+    (SPLIT, [("/usr", "/usr"), ("/bin", "/bin"), ("/lib", "/lib")], []),
+])
+def test_system_directories_are_bound_read_only_or_linked(
+        host: HostLayout, binds: list[tuple[str, str]], links: list[tuple[str, str]],
+        tmp_path: Path) -> None:
+    args = bwrap_args(Mounts(workspace=tmp_path), network=False, host=host)
+    assert _pairs(args, "--ro-bind")[:len(binds)] == binds
+    assert ("/etc", "/etc") in _pairs(args, "--ro-bind")
+    assert _pairs(args, "--symlink") == links
+    assert "/" not in [src for src, _ in _pairs(args, "--ro-bind")]  # never the whole host
+
+
+@pytest.mark.parametrize(("network", "unshared"), [(False, True), (True, False)])
+def test_identity_capabilities_and_namespaces(network: bool, unshared: bool,
+                                              tmp_path: Path) -> None:
+    args = bwrap_args(Mounts(workspace=tmp_path), network=network, host=SPLIT)
+    assert args[_index(args, "--uid") + 1] == args[_index(args, "--gid") + 1] == str(SANDBOX_UID)
+    for flag in ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+                 "--die-with-parent", "--new-session"):
+        assert flag in args
+    assert args[_index(args, "--cap-drop") + 1] == "ALL"
+    assert ("--unshare-net" in args) is unshared
+
+
+def test_proc_is_read_only_right_after_it_is_mounted(tmp_path: Path) -> None:
+    args = bwrap_args(Mounts(workspace=tmp_path), network=False, host=MERGED)
+    assert _index(args, "--remount-ro", "/proc") == _index(args, "--proc", "/proc") + 2
+
+
+@pytest.mark.parametrize(("where", "emitted"), [
+    ("runtime", True),    # a hidden path inside the solver's own files: hidden again
+    ("exposed", True),    # inside an exposed path: hidden again
+    ("nowhere", False),   # outside everything bound: absent anyway, nothing to emit
+])
+def test_hidden_paths_only_inside_what_is_bound(where: str, emitted: bool,
+                                                tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    secret_dir, secret_file = mine / "ledger.artifacts", mine / "ledger.sqlite"
+    secret_dir.mkdir(parents=True)
+    secret_file.write_text("x")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    bound = {"runtime": {"runtime": (mine,)}, "exposed": {"exposed": (mine,)},
+             "nowhere": {}}[where]
+    mounts = Mounts(workspace=workspace, hidden=(secret_dir, secret_file), **bound)
+    args = bwrap_args(mounts, network=False, host=SPLIT)
+    assert (("--tmpfs", str(secret_dir)) in itertools.pairwise(args)) is emitted
+    assert ((str(secret_file)) in [d for s, d in _pairs(args, "--ro-bind")
+                                   if s == "/dev/null"]) is emitted
+    if emitted:  # bound first, then hidden, then the workspace
+        mine_at = _index(args, "--ro-bind", str(mine), str(mine))
+        assert mine_at < _index(args, "--tmpfs", str(secret_dir)) < _index(
+            args, "--bind", str(workspace), str(workspace))
+
+
+def test_restricted_etc_files_are_hidden(tmp_path: Path) -> None:
+    """An /etc entry only its owner may read (shadow...) becomes /dev/null; /etc/passwd, which
+    every Linux has, stands in for one here."""
+    host = HostLayout(system=SPLIT.system, etc_restricted=(Path("/etc/passwd"),))
+    args = bwrap_args(Mounts(workspace=tmp_path), network=False, host=host)
+    assert _index(args, "--ro-bind", "/dev/null", "/etc/passwd") > _index(
+        args, "--ro-bind", "/etc", "/etc")
+
+
+def test_runtime_inside_a_system_directory_is_not_bound_twice(tmp_path: Path) -> None:
+    mounts = Mounts(workspace=tmp_path, runtime=(Path("/usr/bin"), tmp_path / "venv"))
+    args = bwrap_args(mounts, network=False, host=SPLIT)
+    sources = [s for s, _ in _pairs(args, "--ro-bind")]
+    assert "/usr/bin" not in sources and str(tmp_path / "venv") in sources
+
+
+def test_attempt_paths_and_private_dirs(tmp_path: Path) -> None:
+    prompt, out = tmp_path / "prompt.txt", tmp_path / "out"
+    args = bwrap_args(Mounts(workspace=tmp_path / "ws", readable=(prompt,), writable=(out,)),
+                      network=False, host=SPLIT)
+    for private in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
+        assert _index(args, "--tmpfs", private) > 0
+    assert (str(prompt), str(prompt)) in _pairs(args, "--ro-bind")
+    assert (str(out), str(out)) in _pairs(args, "--bind")
+    assert args[-5:] == ["--chdir", str(tmp_path / "ws"), "--setenv", "HOME", "/tmp"]
+
+
+def test_etc_restricted_finds_what_others_cannot_read(tmp_path: Path) -> None:
+    (tmp_path / "open.conf").write_text("x")
+    (tmp_path / "shadow").write_text("x")
+    (tmp_path / "shadow").chmod(0o640)
+    (tmp_path / "ssl" / "private").mkdir(parents=True)
+    (tmp_path / "ssl" / "private").chmod(0o700)
+    (tmp_path / "ssl" / "private" / "key.pem").write_text("x")
+    (tmp_path / "ssl" / "certs").mkdir()
+    (tmp_path / ".pwd.lock").write_text("")  # owner-only but empty: nothing to hide
+    (tmp_path / ".pwd.lock").chmod(0o600)
+    (tmp_path / "rules.d").mkdir(mode=0o700)
+    assert etc_restricted(tmp_path) == (tmp_path / "shadow", tmp_path / "ssl" / "private")
