@@ -965,121 +965,6 @@ def sealed_variant(base: Path, *, n: int, budget: str = "", stdout: bool = False
     if stdout:
         text = text.replace("diff_source: workspace", "diff_source: stdout")
     yaml.write_text(text)
-
-
-# --------------------------------------------------------------------------- least privilege
-
-CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
-LEASE_BREAK = Path("/proc/sys/fs/lease-break-time")
-
-KERNEL_WRITES = r"""
-if TASK == "toy-001":
-    results = {}
-    for path, value in CFG["writes"]:
-        try:
-            with open(path, "w") as handle:
-                handle.write(value)
-            results[path] = "written"
-        except OSError as exc:
-            results[path] = f"{type(exc).__name__}: {exc}"
-    status = {line.split(":")[0]: line.split(":")[1].strip()
-              for line in open("/proc/self/status") if line.startswith(("Cap", "Uid", "Gid"))}
-    report(results=results, uid=os.getuid(), gid=os.getgid(), status=status)
-"""
-
-
-def test_solver_cannot_change_host_kernel_settings(base: Path) -> None:
-    """Issue 9, acceptance 1: root's bwrap left /proc/sys writable, and a solver set
-    kernel.core_pattern (a pipe there runs code as host root on the next crash) and
-    fs.lease-break-time. Both writes fail now; the host values, read on the host, are unchanged;
-    the solver is not uid 0 and holds no capability."""
-    before = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
-    proto, ledger = sealed_toy(base)
-    new_lease = str(int(before[LEASE_BREAK]) + 7)
-    command = hostile_solver(base / "agent", before=KERNEL_WRITES,
-                             writes=[[str(CORE_PATTERN), "|/bin/false %p"],
-                                     [str(LEASE_BREAK), new_lease]])
-    try:
-        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
-        after = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
-    finally:  # never leave the host changed, even when the sandbox failed
-        for path, value in before.items():
-            if path.read_text() != value:
-                path.write_text(value)
-    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
-    assert after == before
-    assert set(seen["results"]) == {str(CORE_PATTERN), str(LEASE_BREAK)}
-    for path, outcome in seen["results"].items():
-        assert outcome.startswith("OSError: [Errno 30] Read-only file system"), (path, outcome)
-    assert seen["uid"] != 0 and seen["gid"] != 0
-    assert seen["status"]["CapEff"] == seen["status"]["CapPrm"] == "0" * 16
-    assert result.report["n"] == 3
-
-
-STEAL_ELSEWHERE = r"""
-if TASK == "toy-001":
-    import glob, subprocess
-    found, errors = {}, {}
-    for root in CFG["roots"]:
-        try:
-            os.listdir(root)
-        except OSError as exc:
-            errors[root] = type(exc).__name__
-            continue
-        for path in glob.glob(root + "/**", recursive=True):
-            if os.path.isfile(path):
-                try:
-                    found[path] = open(path, "rb").read(4000).decode(errors="replace")
-                except OSError as exc:
-                    errors[path] = type(exc).__name__
-    for path in CFG["files"]:
-        try:
-            found[path] = open(path, "rb").read(4000).decode(errors="replace")
-        except OSError as exc:
-            errors[path] = type(exc).__name__
-    loot = [text for text in found.values() if "diff --git" in text]
-    for text in loot:  # the attack that worked: replay a passing diff
-        subprocess.run(["git", "apply", "-"], input=text, text=True, capture_output=True)
-    report(found=sorted(found), errors=errors, replayed=len(loot))
-    sys.exit(0)  # no honest work: it passes only if the replay did
-"""
-
-
-def test_other_copies_of_the_oracles_and_other_ledgers_are_absent(
-        base: Path, outside: Path) -> None:
-    """Issue 9, acceptance 2: with `--ro-bind / /` plus a deny-list, a solver read the
-    example's oracles from another checkout and replayed passing diffs from a second ledger.
-    Now a copy of the protocol (oracles included) in a fresh directory under /srv, named by no
-    option, and a second ledger there with the passing diffs of an earlier run, are simply not
-    in the sandbox."""
-    proto, ledger = sealed_toy(base)
-    copy = outside / "checkout"
-    shutil.copytree(proto, copy)
-    second = Ledger(outside / "ledger2" / "ledger.sqlite")
-    seal(proto, ledger=second)
-    honest = run(proto, write_solver(base / "honest"), ledger=second, options=RunOptions(jobs=2))
-    assert honest.report["outcomes"]["pass"] == 3  # the second ledger holds passing diffs
-    artifacts = second.artifacts.resolve()
-    assert any(SOLVED.format(1) in p.read_bytes().decode(errors="replace")
-               for p in artifacts.rglob("*") if p.is_file())
-    command = hostile_solver(base / "agent", before=STEAL_ELSEWHERE,
-                             roots=[str(outside), str(copy / "oracles"), str(artifacts)],
-                             files=[str(copy / "oracles" / "toy-001.patch"),
-                                    str(second.path.resolve())])
-    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
-    rows = records(ledger, result.run_id)
-    seen = hostile_report(ledger, rows["toy-001"])
-    assert seen["found"] == [] and seen["replayed"] == 0
-    assert set(seen["errors"].values()) == {"FileNotFoundError"}, seen["errors"]
-    assert rows["toy-001"]["outcome"] == "fail"
-
-
-def _memory_protocol(base: Path, max_memory_mb: int) -> tuple[Path, Ledger]:
-    proto = make_protocol(base / "proto", n=3, min_n=3)
-    shutil.rmtree(base / ".scratch-proto")
-    spec = proto / "protocol.yaml"
-    spec.write_text(spec.read_text().replace("budget:\n",
-                                             f"budget:\n  max_memory_mb: {max_memory_mb}\n"))
     ledger = Ledger(base / "ledger" / "ledger.sqlite")
     seal(proto, ledger=ledger)
     return proto, ledger
@@ -1407,6 +1292,124 @@ def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
         assert list(scratch.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(scratch)], check=False)
+
+
+# --------------------------------------------------------------------------- least privilege
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+LEASE_BREAK = Path("/proc/sys/fs/lease-break-time")
+
+KERNEL_WRITES = r"""
+if TASK == "toy-001":
+    results = {}
+    for path, value in CFG["writes"]:
+        try:
+            with open(path, "w") as handle:
+                handle.write(value)
+            results[path] = "written"
+        except OSError as exc:
+            results[path] = f"{type(exc).__name__}: {exc}"
+    status = {line.split(":")[0]: line.split(":")[1].strip()
+              for line in open("/proc/self/status") if line.startswith(("Cap", "Uid", "Gid"))}
+    report(results=results, uid=os.getuid(), gid=os.getgid(), status=status)
+"""
+
+
+def test_solver_cannot_change_host_kernel_settings(base: Path) -> None:
+    """Issue 9, acceptance 1: root's bwrap left /proc/sys writable, and a solver set
+    kernel.core_pattern (a pipe there runs code as host root on the next crash) and
+    fs.lease-break-time. Both writes fail now; the host values, read on the host, are unchanged;
+    the solver is not uid 0 and holds no capability."""
+    before = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
+    proto, ledger = sealed_toy(base)
+    new_lease = str(int(before[LEASE_BREAK]) + 7)
+    command = hostile_solver(base / "agent", before=KERNEL_WRITES,
+                             writes=[[str(CORE_PATTERN), "|/bin/false %p"],
+                                     [str(LEASE_BREAK), new_lease]])
+    try:
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+        after = {path: path.read_text() for path in (CORE_PATTERN, LEASE_BREAK)}
+    finally:  # never leave the host changed, even when the sandbox failed
+        for path, value in before.items():
+            if path.read_text() != value:
+                path.write_text(value)
+    seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    assert after == before
+    assert set(seen["results"]) == {str(CORE_PATTERN), str(LEASE_BREAK)}
+    for path, outcome in seen["results"].items():
+        assert outcome.startswith("OSError: [Errno 30] Read-only file system"), (path, outcome)
+    assert seen["uid"] != 0 and seen["gid"] != 0
+    assert seen["status"]["CapEff"] == seen["status"]["CapPrm"] == "0" * 16
+    assert result.report["n"] == 3
+
+
+STEAL_ELSEWHERE = r"""
+if TASK == "toy-001":
+    import glob, subprocess
+    found, errors = {}, {}
+    for root in CFG["roots"]:
+        try:
+            os.listdir(root)
+        except OSError as exc:
+            errors[root] = type(exc).__name__
+            continue
+        for path in glob.glob(root + "/**", recursive=True):
+            if os.path.isfile(path):
+                try:
+                    found[path] = open(path, "rb").read(4000).decode(errors="replace")
+                except OSError as exc:
+                    errors[path] = type(exc).__name__
+    for path in CFG["files"]:
+        try:
+            found[path] = open(path, "rb").read(4000).decode(errors="replace")
+        except OSError as exc:
+            errors[path] = type(exc).__name__
+    loot = [text for text in found.values() if "diff --git" in text]
+    for text in loot:  # the attack that worked: replay a passing diff
+        subprocess.run(["git", "apply", "-"], input=text, text=True, capture_output=True)
+    report(found=sorted(found), errors=errors, replayed=len(loot))
+    sys.exit(0)  # no honest work: it passes only if the replay did
+"""
+
+
+def test_other_copies_of_the_oracles_and_other_ledgers_are_absent(
+        base: Path, outside: Path) -> None:
+    """Issue 9, acceptance 2: with `--ro-bind / /` plus a deny-list, a solver read the
+    example's oracles from another checkout and replayed passing diffs from a second ledger.
+    Now a copy of the protocol (oracles included) in a fresh directory under /srv, named by no
+    option, and a second ledger there with the passing diffs of an earlier run, are simply not
+    in the sandbox."""
+    proto, ledger = sealed_toy(base)
+    copy = outside / "checkout"
+    shutil.copytree(proto, copy)
+    second = Ledger(outside / "ledger2" / "ledger.sqlite")
+    seal(proto, ledger=second)
+    honest = run(proto, write_solver(base / "honest"), ledger=second, options=RunOptions(jobs=2))
+    assert honest.report["outcomes"]["pass"] == 3  # the second ledger holds passing diffs
+    artifacts = second.artifacts.resolve()
+    assert any(SOLVED.format(1) in p.read_bytes().decode(errors="replace")
+               for p in artifacts.rglob("*") if p.is_file())
+    command = hostile_solver(base / "agent", before=STEAL_ELSEWHERE,
+                             roots=[str(outside), str(copy / "oracles"), str(artifacts)],
+                             files=[str(copy / "oracles" / "toy-001.patch"),
+                                    str(second.path.resolve())])
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-001"])
+    assert seen["found"] == [] and seen["replayed"] == 0
+    assert set(seen["errors"].values()) == {"FileNotFoundError"}, seen["errors"]
+    assert rows["toy-001"]["outcome"] == "fail"
+
+
+def _memory_protocol(base: Path, max_memory_mb: int) -> tuple[Path, Ledger]:
+    proto = make_protocol(base / "proto", n=3, min_n=3)
+    shutil.rmtree(base / ".scratch-proto")
+    spec = proto / "protocol.yaml"
+    spec.write_text(spec.read_text().replace("budget:\n",
+                                             f"budget:\n  max_memory_mb: {max_memory_mb}\n"))
+    ledger = Ledger(base / "ledger" / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    return proto, ledger
 
 
 ALLOCATE = r"""
