@@ -1294,6 +1294,37 @@ def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
         subprocess.run(["umount", "-l", str(scratch)], check=False)
 
 
+FILL_SIDE = FILL_WITHIN_BUDGET.replace(
+    '".git/filler"', 'os.path.join(os.path.dirname(os.environ["SEALBENCH_REFUSE_FILE"]), "junk")')
+
+
+def test_a_disk_filled_from_the_refuse_files_directory_is_the_solvers(
+        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refuse file's directory is the solver's to write in: filling the disk from there
+    (found by an attack: the workspace alone looked within budget) is its `violation`, never
+    an infrastructure error that would take the task out of n."""
+    import subprocess
+
+    scratch = base / "scratch"
+    scratch.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(scratch)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
+        proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {4 << 20}\n")
+        command = hostile_solver(base / "agent", after=FILL_SIDE)
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+        row = records(ledger, result.run_id)["toy-001"]
+        assert row["outcome"] == "violation", row["detail"]
+        assert hostile_report(ledger, row)["error"] == 28
+        assert result.report["n"] == 3 and result.report["infrastructure_errors"] == 0
+        assert list(scratch.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)
+
+
 # --------------------------------------------------------------------------- least privilege
 
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")

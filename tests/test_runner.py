@@ -273,3 +273,42 @@ def test_report_path_that_is_a_directory_is_refused_before_running(cli, toy: Pat
     assert result.exit_code == 2
     assert "must be a file path" in result.stderr
     assert cli("runs", "--format", "json").output.strip() == "[]"
+
+
+def test_expose_refuses_a_tree_holding_a_sealed_protocol_or_a_ledger(tmp_path: Path) -> None:
+    """Found by an attack: `--expose /work` handed the solver another checkout's oracles.
+    A path holding a sealed protocol or a sealbench ledger anywhere inside is refused."""
+    from sealbench.errors import BadInput
+    from sealbench.runner import check_exposed
+
+    own = make_protocol(tmp_path / "own")
+    ledger = Ledger(tmp_path / "run" / "ledger.sqlite")
+    sealed = tmp_path / "work" / "checkout" / "bench"
+    sealed.mkdir(parents=True)
+    (sealed / "protocol.lock").write_text("{}")
+    old = tmp_path / "archive" / "2025"
+    old.mkdir(parents=True)
+    Ledger(old / "whatever.db")
+    plain = tmp_path / "docs"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("fine")
+    check_exposed((plain,), own, ledger)
+    for path, why in ((tmp_path / "work", "sealed protocol"),
+                      (tmp_path / "archive", "sealbench ledger"),
+                      (old / "whatever.db", "sealbench ledger")):
+        with pytest.raises(BadInput, match=why):
+            check_exposed((path,), own, ledger)
+
+
+def test_scratch_inside_the_protocol_or_ledger_dir_is_bad_input(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    from sealbench.errors import BadInput
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l" / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    for inside in (proto / "fixtures", tmp_path / "l"):
+        monkeypatch.setenv("SEALBENCH_SCRATCH", str(inside))
+        with pytest.raises(BadInput, match="SEALBENCH_SCRATCH"):
+            run(proto, write_solver(tmp_path / "agent"), ledger=ledger)

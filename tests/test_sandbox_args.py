@@ -125,3 +125,43 @@ def test_etc_restricted_finds_what_others_cannot_read(tmp_path: Path) -> None:
     (tmp_path / ".pwd.lock").chmod(0o600)
     (tmp_path / "rules.d").mkdir(mode=0o700)
     assert etc_restricted(tmp_path) == (tmp_path / "shadow", tmp_path / "ssl" / "private")
+
+
+def test_hidden_paths_are_covered_where_a_symlinked_bind_shows_them(tmp_path: Path) -> None:
+    """Found by an attack: a solver reached through a symlinked directory (`lnk/sub/solve.sh`
+    with `lnk -> real`) had `lnk/sub` bound, while the hidden protocol dir and ledger are named
+    by their real paths (`real/sub/...`): nothing was covered and the solver read the oracles.
+    The hidden paths are covered at the spelling the solver sees."""
+    real = tmp_path / "real" / "sub"
+    protocol, ledger = real / "proto", real / "ledger.sqlite"
+    protocol.mkdir(parents=True)
+    ledger.write_text("x")
+    (tmp_path / "lnk").symlink_to(tmp_path / "real")
+    alias = tmp_path / "lnk" / "sub"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    mounts = Mounts(workspace=workspace, runtime=(alias,), hidden=(protocol, ledger))
+    args = bwrap_args(mounts, network=False, host=SPLIT)
+    assert ("--tmpfs", str(alias / "proto")) in itertools.pairwise(args)
+    assert str(alias / "ledger.sqlite") in [d for s, d in _pairs(args, "--ro-bind")
+                                            if s == "/dev/null"]
+
+
+def test_only_a_python_prefix_brings_its_whole_directory(tmp_path: Path) -> None:
+    """Found by an attack: `~/bin/agent` bound all of `~` (other benchmarks, old ledgers).
+    The directory above `bin/` comes along only for a virtual environment or a Python
+    installation, whose interpreter needs the rest of it."""
+    from sealbench.runner import solver_files
+
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    agent = home / "bin" / "agent"
+    agent.write_text("#!/bin/sh\n")
+    assert home not in solver_files((str(agent),))
+    assert home / "bin" in solver_files((str(agent),))
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.write_text("")
+    assert venv in solver_files((str(python), "-m", "agent"))

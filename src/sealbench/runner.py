@@ -16,6 +16,7 @@ import secrets
 import shlex
 import shutil
 import socket
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable
@@ -130,8 +131,8 @@ def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
             if not path.is_absolute() or not (path.exists() or path.is_symlink()):
                 break
             wanted += [path, path.parent]
-            if path.parent.name == "bin":  # an interpreter in a venv needs the whole venv
-                wanted.append(path.parent.parent)
+            if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
+                wanted.append(path.parent.parent)  # an interpreter needs its whole venv
             if not path.is_symlink():
                 break
             path = Path(os.path.normpath(path.parent / os.readlink(path)))
@@ -143,6 +144,14 @@ def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
             continue  # a symlink cannot be a mount point; its directory is bound instead
         visible.append(path)
     return tuple(visible)
+
+
+def _is_python_prefix(directory: Path) -> bool:
+    """A virtual environment or a Python installation (whose interpreter in `bin/` needs the
+    rest of it) — never just any directory that happens to hold a `bin/` (`~/bin/agent` must
+    not bring all of `$HOME` into the sandbox)."""
+    return (directory / "pyvenv.cfg").is_file() or any(
+        (directory / "lib").glob("python3*"))
 
 
 def attempt_label(secret: str, task_id: str, epoch: int) -> str:
@@ -184,6 +193,62 @@ def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) 
             if private.resolve().is_relative_to(path):
                 raise BadInput(f"--expose {given}: holds {private}, which the sandbox keeps "
                                "private; expose something inside it instead")
+        found = _sealed_material(path)
+        if found is not None:
+            raise BadInput(f"--expose {given}: {found}; expose a narrower path")
+
+
+# Sealed protocols and ledgers are recognised by these names and tables; a tree larger than
+# this many entries is not walked, and refused, since what it holds cannot be checked.
+_SEALED_NAMES = ("protocol.lock", "protocol.sealed.yaml")
+_EXPOSE_WALK_LIMIT = 20_000
+
+
+def _sealed_material(root: Path) -> str | None:
+    """Why exposing `root` would hand the solver answers — a sealed protocol (its oracles) or a
+    sealbench ledger (stored diffs, run secrets) anywhere inside it — or None."""
+    if root.is_file():
+        return _ledger_file(root)
+    seen = 0
+    for directory, dirs, files in os.walk(root):
+        seen += len(dirs) + len(files)
+        if seen > _EXPOSE_WALK_LIMIT:
+            return (f"holds more than {_EXPOSE_WALK_LIMIT} entries, too many to check for "
+                    "sealed protocols and ledgers")
+        for name in files:
+            if name in _SEALED_NAMES:
+                return f"holds a sealed protocol ({Path(directory) / name})"
+            why = _ledger_file(Path(directory) / name)
+            if why is not None:
+                return why
+    return None
+
+
+def _ledger_file(path: Path) -> str | None:
+    try:
+        with path.open("rb") as handle:
+            if handle.read(16) != b"SQLite format 3\x00":
+                return None
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error):
+        return None
+    return f"holds a sealbench ledger ({path})" if {"runs", "attempts"} <= tables else None
+
+
+def _check_scratch(scratch: Path, protocol_root: Path, ledger: Ledger) -> None:
+    """Attempts are laid out under the scratch root: never inside the sealed protocol or the
+    ledger's directory, which would leave a killed run's leftovers in them. One line, exit 2.
+    (A missing $SEALBENCH_SCRATCH is already bad input, from scratch_root.)"""
+    where = scratch.resolve()
+    for name, kept in (("the protocol directory", protocol_root.resolve()),
+                       ("the ledger's directory", ledger.path.resolve().parent)):
+        if where.is_relative_to(kept):
+            raise BadInput(f"SEALBENCH_SCRATCH={scratch}: lies inside {name} ({kept}); "
+                           "choose a scratch directory elsewhere")
 
 
 def attempt_record(task: Task, result: Finished, ledger: Ledger,
@@ -245,7 +310,7 @@ class Run:
         self.command = solver_command
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
-        scratch_root()  # a missing $SEALBENCH_SCRATCH is bad input, before any run exists
+        _check_scratch(scratch_root(), sealed.protocol.root, ledger)
         check_exposed(options.expose, sealed.protocol.root, ledger)
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":

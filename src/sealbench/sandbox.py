@@ -159,8 +159,7 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         if not any(path.is_relative_to(b) for b in bound):
             args += ["--ro-bind", str(path), str(path)]
             bound.append(path)
-    hidden = [p for p in (*mounts.hidden, *host.etc_restricted)
-              if any(p.is_relative_to(b) for b in bound)]
+    hidden = _hidden_inside(bound, (*mounts.hidden, *host.etc_restricted))
     for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
@@ -173,6 +172,22 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         args += ["--bind", str(path), str(path)]
     args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", "/tmp"]
     return args
+
+
+def _hidden_inside(bound: list[Path], hidden: tuple[Path, ...]) -> list[Path]:
+    """Where each hidden path shows up inside what is bound, at every spelling: a bound path
+    reached through a symlink (`/home/u/lnk/sub` for `/data/sub`) shows the hidden
+    `/data/sub/proto` at `/home/u/lnk/sub/proto`, and that is where it must be covered."""
+    out: list[Path] = []
+    for path in hidden:
+        for spelling in {path, path.resolve()}:
+            for b in bound:
+                if spelling.is_relative_to(b):
+                    out.append(spelling)
+                real = b.resolve()
+                if real != b and spelling.is_relative_to(real):
+                    out.append(b / spelling.relative_to(real))
+    return out
 
 
 class ProbeFailed(Refused):

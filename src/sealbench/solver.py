@@ -362,13 +362,10 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
         try:
             change = _collect(ws, execution, task, ctx)
         except OSError as exc:
-            over = _over_budget(ws.root, ctx) if _disk_full(exc) else None
+            over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
                 return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx)
-            raise InfrastructureError(f"attempt on {task.id} failed in the harness: {exc}"
-                                      + (" (the workspace was within its budget: give the "
-                                         "scratch filesystem more room)" if _disk_full(exc)
-                                         else "")) from exc
+            raise _harness_failure(task, "failed in the harness", exc) from exc
         try:
             refused = _refusal(ws.refuse_file)
         except SolverFault as fault:
@@ -379,8 +376,10 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
         try:
             return judge(task, execution, change, refused, ctx)
         except OSError as exc:
-            raise InfrastructureError(f"attempt on {task.id}: judging failed in the harness: "
-                                      f"{exc}") from exc
+            over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
+            if over is not None:
+                return judge(task, execution, replace(change, oversize=over), None, ctx)
+            raise _harness_failure(task, "judging failed in the harness", exc) from exc
     finally:
         remove_tree(attempt_dir)
 
@@ -389,8 +388,18 @@ def _disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+def _harness_failure(task: Task, what: str, exc: OSError) -> InfrastructureError:
+    """A harness-side failure; a full disk while the attempt was within its budget means the
+    scratch filesystem is smaller than budget × jobs, which the operator must fix."""
+    hint = (" (the attempt was within its budget: give the scratch filesystem more room, at "
+            "least budget.max_workspace_bytes × --jobs)" if _disk_full(exc) else "")
+    return InfrastructureError(f"attempt on {task.id}: {what}: {exc}{hint}")
+
+
 def _over_budget(root: Path, ctx: AttemptContext) -> str | None:
-    """Why the workspace is past its budget (then a full disk is the solver's), or None."""
+    """Why the attempt's files — the workspace and the refuse file's directory, everything the
+    solver could write — are past the workspace budget (then a full disk is the solver's), or
+    None."""
     try:
         _, size = survey(root, MAX_ENTRIES)
     except WorkspaceTooLarge as exc:
