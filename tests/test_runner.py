@@ -308,7 +308,7 @@ def test_scratch_inside_the_protocol_or_ledger_dir_is_bad_input(tmp_path: Path,
     proto = make_protocol(tmp_path / "proto")
     ledger = Ledger(tmp_path / "l" / "ledger.sqlite")
     seal(proto, ledger=ledger)
-    for inside in (proto / "fixtures", tmp_path / "l"):
+    for inside in (proto / "fixtures", ledger.artifacts):
         monkeypatch.setenv("SEALBENCH_SCRATCH", str(inside))
         with pytest.raises(BadInput, match="SEALBENCH_SCRATCH"):
             run(proto, write_solver(tmp_path / "agent"), ledger=ledger)

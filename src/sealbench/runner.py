@@ -241,11 +241,11 @@ def _ledger_file(path: Path) -> str | None:
 
 def _check_scratch(scratch: Path, protocol_root: Path, ledger: Ledger) -> None:
     """Attempts are laid out under the scratch root: never inside the sealed protocol or the
-    ledger's directory, which would leave a killed run's leftovers in them. One line, exit 2.
-    (A missing $SEALBENCH_SCRATCH is already bad input, from scratch_root.)"""
+    ledger's artifact store, which would leave a killed run's leftovers in them. One line,
+    exit 2. (A missing $SEALBENCH_SCRATCH is already bad input, from scratch_root.)"""
     where = scratch.resolve()
     for name, kept in (("the protocol directory", protocol_root.resolve()),
-                       ("the ledger's directory", ledger.path.resolve().parent)):
+                       ("the ledger's artifact store", ledger.artifacts.resolve())):
         if where.is_relative_to(kept):
             raise BadInput(f"SEALBENCH_SCRATCH={scratch}: lies inside {name} ({kept}); "
                            "choose a scratch directory elsewhere")
