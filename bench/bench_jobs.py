@@ -27,7 +27,7 @@ protocol_id: bench.jobs
 dataset: {path: ./tasks.jsonl}
 metric: {module: ./metric.py}
 budget: {timeout_sec: 60}
-null_pack: {path: ./null.jsonl}
+null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
 publish: {min_n: 1}
 solver: {diff_source: workspace}
 """
@@ -41,7 +41,9 @@ def build(root: Path, n: int) -> Path:
     (root / "metric.py").write_text("def score(d, o):\n    return {'pass': False, 'metric': 'm'}\n")
     rows = [{"id": f"t{i}", "repo": "fixture", "oracle": "oracle.patch"} for i in range(n)]
     (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (root / "null.jsonl").write_text("")
+    controls = [{"id": f"NP-{cls}", "repo": "fixture", "oracle": "oracle.patch",
+                 "expected_class": f"must_{cls.lower()}"} for cls in ("PASS", "FAIL")]
+    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
     (root / "protocol.yaml").write_text(PROTOCOL)
     return root
 

@@ -36,7 +36,7 @@ protocol_id: bench.overhead
 dataset: {path: ./tasks.jsonl}
 metric: {module: ./metric.py}
 budget: {timeout_sec: 30}
-null_pack: {path: ./null.jsonl}
+null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
 publish: {min_n: 1}
 solver: {diff_source: workspace}
 """
@@ -55,7 +55,9 @@ def build_protocol(root: Path) -> Path:
     (root / "metric.py").write_text(METRIC)
     row = {"id": "t1", "repo": "fixture", "oracle": "oracle.patch"}
     (root / "tasks.jsonl").write_text(json.dumps(row) + "\n")
-    (root / "null.jsonl").write_text("")
+    controls = [{"id": f"NP-{cls}", "repo": "fixture", "oracle": "oracle.patch",
+                 "expected_class": f"must_{cls.lower()}"} for cls in ("PASS", "FAIL")]
+    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
     (root / "protocol.yaml").write_text(PROTOCOL)
     return root
 

@@ -28,7 +28,7 @@ metric: {{module: ./metric.py}}
 budget: {{timeout_sec: 60}}
 null_pack:
   path: ./null.jsonl
-  rules: {{must_fail: [NP-FAIL]}}
+  rules: {{must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
 publish: {{min_n: 1}}
 solver: {{diff_source: stdout}}
 """
@@ -45,8 +45,10 @@ def build(root: Path, n: int) -> None:
                                 "stratum": f"s{i % 7}", "cluster": f"c{i % 97}"}))
     (root / "tasks.jsonl").write_text("\n".join(rows) + "\n")
     (root / "oracles" / "np.patch").write_text("poison\n")
-    (root / "null.jsonl").write_text(json.dumps(
-        {"id": "NP-FAIL", "oracle": "oracles/np.patch", "expected_class": "must_fail"}) + "\n")
+    (root / "oracles" / "empty.patch").write_text("")  # the do-nothing solver prints nothing
+    (root / "null.jsonl").write_text("".join(json.dumps(row) + "\n" for row in (
+        {"id": "NP-FAIL", "oracle": "oracles/np.patch", "expected_class": "must_fail"},
+        {"id": "NP-PASS", "oracle": "oracles/empty.patch", "expected_class": "must_pass"})))
     (root / "metric.py").write_text(METRIC)
     (root / "protocol.yaml").write_text(PROTOCOL.format(n=n))
 
@@ -63,7 +65,8 @@ def main() -> None:
         ledger = Ledger(tmp / "ledger.sqlite")
         stages: list[tuple[str, float, float]] = []
         started = time.perf_counter()
-        seal(tmp / "proto", ledger=ledger, jobs=2)
+        # the do-nothing solver passes the empty must_pass control by design: no instrument check
+        seal(tmp / "proto", ledger=ledger, jobs=2, check_instrument=False)
         stages.append(("seal (with instrument check)", time.perf_counter() - started, peak_mib()))
         started = time.perf_counter()
         result = run(tmp / "proto", "true", ledger=ledger,

@@ -159,7 +159,8 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         if not any(path.is_relative_to(b) for b in bound):
             args += ["--ro-bind", str(path), str(path)]
             bound.append(path)
-    hidden = _hidden_inside(bound, (*mounts.hidden, *host.etc_restricted))
+    hidden = [*_hidden_inside(bound, mounts.hidden),
+              *(p for p in host.etc_restricted if p.is_relative_to(ETC))]
     for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
@@ -178,16 +179,22 @@ def _hidden_inside(bound: list[Path], hidden: tuple[Path, ...]) -> list[Path]:
     """Where each hidden path shows up inside what is bound, at every spelling: a bound path
     reached through a symlink (`/home/u/lnk/sub` for `/data/sub`) shows the hidden
     `/data/sub/proto` at `/home/u/lnk/sub/proto`, and that is where it must be covered."""
+    aliases = [(b, real) for b in bound if (real := _resolved(b)) != b]
     out: list[Path] = []
     for path in hidden:
-        for spelling in {path, path.resolve()}:
-            for b in bound:
-                if spelling.is_relative_to(b):
-                    out.append(spelling)
-                real = b.resolve()
-                if real != b and spelling.is_relative_to(real):
-                    out.append(b / spelling.relative_to(real))
+        for spelling in {path, _resolved(path)}:
+            out += [spelling] if any(spelling.is_relative_to(b) for b in bound) else []
+            out += [b / spelling.relative_to(real) for b, real in aliases
+                    if spelling.is_relative_to(real)]
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(path: Path) -> Path:
+    """`path.resolve()`, remembered: the same few paths are resolved for every attempt, and
+    each resolution is a system call per component (the per-attempt overhead is measured by
+    bench/bench_overhead.py)."""
+    return path.resolve()
 
 
 class ProbeFailed(Refused):
