@@ -1257,13 +1257,9 @@ if TASK == "toy-001":  # a real edit, then the rest of a small scratch disk fill
 '''
 
 
-@pytest.mark.parametrize(("budget", "outcome"), [(4 << 20, "violation"),
-                                                 (256 << 20, "infrastructure_error")])
-def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
-        base: Path, monkeypatch: pytest.MonkeyPatch, budget: int, outcome: str) -> None:
-    """ENOSPC while the workspace is over its own budget is the solver's; within its budget
-    the scratch is too small for the protocol, and that is the harness's (retried, reported
-    apart, with a hint)."""
+@pytest.fixture
+def small_scratch(base: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """SEALBENCH_SCRATCH on a 12 MiB tmpfs of its own, unmounted afterwards."""
     import subprocess
 
     scratch = base / "scratch"
@@ -1272,26 +1268,36 @@ def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
     try:
-        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
-        proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {budget}\n")
-        command = hostile_solver(base / "agent", after=FILL_WITHIN_BUDGET)
-        try:
-            result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
-            run_id = result.run_id
-        except Refused:  # where infrastructure errors block publication
-            run_id = ledger.runs()[0].run_id
-        row = records(ledger, run_id)["toy-001"]
-        print(f"\n[full disk, budget {budget}] {row['outcome']}: {row['detail']}")
-        assert row["outcome"] == outcome
-        if outcome == "violation":
-            assert ".git included" in row["detail"]
-            assert hostile_report(ledger, row)["error"] == 28
-        else:
-            assert "No space left" in row["detail"] and "within its budget" in row["detail"]
-        assert list(scratch.iterdir()) == []
+        yield scratch
     finally:
         subprocess.run(["umount", "-l", str(scratch)], check=False)
+
+
+@pytest.mark.parametrize(("budget", "outcome"), [(4 << 20, "violation"),
+                                             (256 << 20, "infrastructure_error")])
+def test_a_full_disk_is_the_solvers_only_when_its_workspace_is_over_budget(
+        base: Path, small_scratch: Path, budget: int, outcome: str) -> None:
+    """ENOSPC while the workspace is over its own budget is the solver's; within its budget
+    the scratch is too small for the protocol, and that is the harness's (retried, reported
+    apart, with a hint)."""
+    proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {budget}\n")
+    command = hostile_solver(base / "agent", after=FILL_WITHIN_BUDGET)
+    try:
+        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+        run_id = result.run_id
+    except Refused:  # where infrastructure errors block publication
+        run_id = ledger.runs()[0].run_id
+    row = records(ledger, run_id)["toy-001"]
+    print(f"\n[full disk, budget {budget}] {row['outcome']}: {row['detail']}")
+    assert row["outcome"] == outcome
+    if outcome == "violation":
+        assert ".git included" in row["detail"]
+        assert hostile_report(ledger, row)["error"] == 28
+    else:
+        assert "No space left" in row["detail"] and "within its budget" in row["detail"]
+    assert list(small_scratch.iterdir()) == []
 
 
 FILL_SIDE = FILL_WITHIN_BUDGET.replace(
@@ -1299,30 +1305,18 @@ FILL_SIDE = FILL_WITHIN_BUDGET.replace(
 
 
 def test_a_disk_filled_from_the_refuse_files_directory_is_the_solvers(
-        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        base: Path, small_scratch: Path) -> None:
     """The refuse file's directory is the solver's to write in: filling the disk from there
     (found by an attack: the workspace alone looked within budget) is its `violation`, never
     an infrastructure error that would take the task out of n."""
-    import subprocess
-
-    scratch = base / "scratch"
-    scratch.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(scratch)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        monkeypatch.setenv("SEALBENCH_SCRATCH", str(scratch))
-        proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {4 << 20}\n")
-        command = hostile_solver(base / "agent", after=FILL_SIDE)
-        result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
-        row = records(ledger, result.run_id)["toy-001"]
-        assert row["outcome"] == "violation", row["detail"]
-        assert hostile_report(ledger, row)["error"] == 28
-        assert result.report["n"] == 3 and result.report["infrastructure_errors"] == 0
-        assert list(scratch.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(scratch)], check=False)
+    proto, ledger = sealed_variant(base, n=3, budget=f"  max_workspace_bytes: {4 << 20}\n")
+    command = hostile_solver(base / "agent", after=FILL_SIDE)
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1))
+    row = records(ledger, result.run_id)["toy-001"]
+    assert row["outcome"] == "violation", row["detail"]
+    assert hostile_report(ledger, row)["error"] == 28
+    assert result.report["n"] == 3 and result.report["infrastructure_errors"] == 0
+    assert list(small_scratch.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- least privilege
