@@ -202,6 +202,9 @@ def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) 
 # this many entries is not walked, and refused, since what it holds cannot be checked.
 _SEALED_NAMES = ("protocol.lock", "protocol.sealed.yaml")
 _EXPOSE_WALK_LIMIT = 20_000
+# The 16-byte header of every SQLite file, spelled in hex: this source is visible to solvers,
+# and the hostile tests look for the header text to prove no ledger is readable.
+_SQLITE_HEADER = bytes.fromhex("53514c69746520666f726d6174203300")
 
 
 def _sealed_material(root: Path) -> str | None:
@@ -227,7 +230,7 @@ def _sealed_material(root: Path) -> str | None:
 def _ledger_file(path: Path) -> str | None:
     try:
         with path.open("rb") as handle:
-            if handle.read(16) != b"SQLite format 3\x00":
+            if handle.read(16) != _SQLITE_HEADER:
                 return None
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
