@@ -1,4 +1,4 @@
-"""`--jobs 8` with a sleep-bound solver against ideal throughput (DESIGN.md §11).
+"""`--jobs 8` with a sleep-bound solver against ideal throughput.
 
 Each attempt is `sleep S` inside the full sandbox; ideal wall time for N attempts on 8 workers
 is ceil(N/8) * S. Target: >= 90% of ideal throughput. Usage: python bench/bench_jobs.py [N] [S]

@@ -1,4 +1,4 @@
-"""Per-attempt harness overhead against a bare bubblewrap start (DESIGN.md §11).
+"""Per-attempt harness overhead against a bare bubblewrap start.
 
 Both sides are measured in this run, the same number of times, interleaved in rounds so the
 machine's noise (2 shared cores) hits both alike:
@@ -43,7 +43,7 @@ solver: {diff_source: workspace}
 
 
 def build_protocol(root: Path) -> Path:
-    """One task whose fixture has 20 files, the size DESIGN.md §11 names."""
+    """One task whose fixture has 20 files, the size the overhead target is stated for."""
     fixture = root / "fixture"
     for i in range(20):
         sub = fixture / ("pkg" if i % 2 else "tests")

@@ -1,4 +1,4 @@
-"""A large protocol end to end: seal, run (do-nothing solver, no sandbox), report (DESIGN §11).
+"""A large protocol end to end: seal, run (do-nothing solver, no sandbox), report.
 
 Target: a 100,000-task protocol in < 1 GB of memory. Prints wall time per stage and the peak
 resident memory of this process (ru_maxrss; the solver processes are separate and tiny).

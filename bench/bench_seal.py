@@ -1,4 +1,4 @@
-"""Sealing's hashing throughput against `sha256sum` on the same files (DESIGN.md §11).
+"""Sealing's hashing throughput against `sha256sum` on the same files.
 
 Target: sealbench's hashing reaches >= 80% of sha256sum's throughput, in constant memory.
 Both read the same files from the page cache (one warm-up pass first), in the same run.

@@ -1,4 +1,4 @@
-"""The Python API mirrors the CLI (DESIGN.md §10)."""
+"""The Python API mirrors the CLI (README, "Python API")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sealing, identity and verification (DESIGN.md §3; issue 2 items 3, 4, 8)."""
+"""Sealing, identity and verification (docs/sealing.md; issue 2 items 3, 4, 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed article's protocol file must seal and run unchanged (DESIGN.md §2, issue 2 item 7).
+"""The seed article's protocol file must seal and run unchanged (docs/protocol.md, issue 2 item 7).
 
 Its rows carry no `repo`, so each workspace is an empty repository, and it names no diff
 source, so the solver's stdout is its diff, as in the seed's run_protocol.py.

@@ -1,4 +1,4 @@
-"""The harness's diff is what `git diff` prints for the same change (DESIGN.md §4).
+"""The harness's diff is what `git diff` prints for the same change (docs/isolation.md).
 
 Each case builds a fixture, makes one kind of change both in a real git repository (the way a
 user makes an oracle) and in a harness workspace, and compares the bytes.

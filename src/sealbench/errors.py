@@ -1,7 +1,7 @@
 """Errors users see: one sentence naming file, line and field, mapped to an exit status.
 
-Every failure that reaches the CLI is one of these two kinds, because DESIGN.md §10 gives users
-exactly two non-zero statuses to script against: 2 (their input is wrong) and 3 (sealbench
+Every failure that reaches the CLI is one of these two kinds, because docs/running.md gives
+users exactly two non-zero statuses to script against: 2 (their input is wrong) and 3 (sealbench
 refuses: unsealed, tampered, gate failed, below min_n, non-comparable).
 """
 

@@ -1,4 +1,4 @@
-"""The null-pack gate (DESIGN.md §5): the instrument check that comes before the experiment.
+"""The null-pack gate (docs/running.md): the instrument check that comes before the experiment.
 
 Each control has an outcome known in advance. One that misbehaves means the runner, the solver
 or the metric cannot be trusted, so the whole run is invalid and no rate is computed.

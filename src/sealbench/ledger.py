@@ -1,4 +1,4 @@
-"""The ledger: SQLite, one file, WAL (DESIGN.md §8).
+"""The ledger: SQLite, one file, WAL (docs/formats.md, docs/running.md).
 
 It is the single source of truth. Protocol identities, runs and every attempt are committed the
 moment they happen; diffs and captured output are stored content-addressed beside the database

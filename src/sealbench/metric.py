@@ -1,4 +1,4 @@
-"""The sealed metric function (DESIGN.md §2–3).
+"""The sealed metric function (docs/protocol.md, docs/sealing.md).
 
 The metric is compiled from the bytes that were hashed and checked against the lock, never
 re-read from disk afterwards: a metric file swapped between `verify` and scoring must not score.

@@ -1,4 +1,4 @@
-"""Load and validate a protocol directory (DESIGN.md §2).
+"""Load and validate a protocol directory (docs/protocol.md).
 
 Everything a later stage relies on is checked here, once, and every problem is reported with
 file, line and field: a user fixing a 50-row JSONL file should not have to run `seal` 50 times.

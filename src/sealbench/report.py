@@ -1,4 +1,4 @@
-"""Reports, recomputed from the ledger alone (DESIGN.md §7–8).
+"""Reports, recomputed from the ledger alone (docs/statistics.md, docs/formats.md).
 
 A report is a pure function of the ledger: the same run always gives the same bytes, and a
 reader holding the ledger can recompute every figure. A rate never appears without its protocol

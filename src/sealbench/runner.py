@@ -1,4 +1,4 @@
-"""`sealbench run`: verify, null pack, gate, dataset, report (DESIGN.md §1, §4–5).
+"""`sealbench run`: verify, null pack, gate, dataset, report (docs/running.md).
 
 The order is the contract. Nothing here computes a rate before the gate has passed; progress
 events carry counts of finished attempts only.

@@ -1,4 +1,4 @@
-"""The bubblewrap launcher (DESIGN.md §6, docs/isolation.md).
+"""The bubblewrap launcher (docs/isolation.md).
 
 The solver is untrusted code. Its file system is built from an allow-list — the system
 directories a toolchain needs, the world-readable part of /etc, the solver's own files, paths

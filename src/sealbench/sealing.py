@@ -1,4 +1,4 @@
-"""Sealing, identity and verification (DESIGN.md §3).
+"""Sealing, identity and verification (docs/sealing.md).
 
 A sealed protocol is `protocol.sealed.yaml` (the user's file with every PENDING_SEAL digest
 filled in) plus `protocol.lock` (the manifest of every file that can change a score). The

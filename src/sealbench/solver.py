@@ -1,4 +1,4 @@
-"""Running one attempt of a solver on one task, and naming its outcome (DESIGN.md §4–5).
+"""Running one attempt of a solver on one task, and naming its outcome (docs/running.md).
 
 The same path serves every solver — the agent under test and the two built-in ones sealing
 uses (oracle, do-nothing): fresh workspace, act, harness diff, checks, metric. That is what

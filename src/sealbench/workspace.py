@@ -1,4 +1,4 @@
-"""Workspaces and the harness's diff (DESIGN.md §4).
+"""Workspaces and the harness's diff (docs/running.md, docs/isolation.md).
 
 The solver gets a fresh git repository holding its task's fixture; the harness keeps its own
 record of that fixture (bytes, modes, git blob ids) in memory and in a private object store the
