@@ -23,12 +23,10 @@ from sealbench.report import gate_section, task_scores
 from sealbench.stats import (
     PairedComparison,
     cluster_labels,
-    cr1_stderr,
-    cr3_stderr,
+    design_effect,
     mdd_cluster_t,
     mdd_mcnemar,
     paired_comparison,
-    stderr,
 )
 
 COMPARE_FORMAT = "sealbench-compare/v2"
@@ -121,12 +119,10 @@ def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -
         return {**base, "value": None, "assumes": "fewer than two clusters"}
     mean = sum(d) / n
     var = sum((x - mean) ** 2 for x in d) / (n - 1)
-    iid = stderr(d)
-    robust = max(cr1_stderr(d, labels), cr3_stderr(d, labels))
-    deff = (robust / iid) ** 2 if iid > 0 else 1.0
+    deff = design_effect(d, labels)
     return {**base, "value": mdd_cluster_t(var, n, groups, design_effect=deff),
             "assumes": f"the observed Var(d) = {var:.4f}, {groups} clusters, design effect "
-                       f"{max(1.0, deff):.2f}; t quantiles on G − 1 df"}
+                       f"{deff:.2f}; t quantiles on G − 1 df"}
 
 
 def _check_published(ledger: Ledger, run: RunRow) -> None:

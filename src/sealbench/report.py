@@ -21,15 +21,13 @@ from sealbench.solver import OUTCOMES
 from sealbench.stats import (
     Headline,
     cluster_labels,
-    cr1_stderr,
-    cr3_stderr,
     derive_seed,
+    design_effect,
     headline,
     mdd_cluster_t,
     mdd_mcnemar_against,
     pass_at_k,
     pass_hat_k,
-    stderr,
 )
 from sealbench.textsafe import terminal_safe
 
@@ -257,13 +255,11 @@ def _mdd(scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return {**base, "value": None, "test": "none",
                 "assumes": "fewer than two clusters: no paired test is possible"}
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    iid = stderr(values)
-    robust = max(cr1_stderr(values, labels), cr3_stderr(values, labels))
-    deff = (robust / iid) ** 2 if iid > 0 else 1.0
+    deff = design_effect(values, labels)
     test = "cluster-robust t" if clusters is not None else "paired t"
     return {**base, "value": mdd_cluster_t(2 * var, n, groups, design_effect=deff), "test": test,
             "assumes": f"Var(d) = 2 Var(score) (the other agent as variable, uncorrelated); "
-                       f"{groups} clusters, design effect {max(1.0, deff):.2f} from this run; "
+                       f"{groups} clusters, design effect {deff:.2f} from this run; "
                        "t quantiles on G − 1 df"}
 
 

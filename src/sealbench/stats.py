@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -61,6 +61,7 @@ __all__ = [
     "cr1_stderr",
     "cr3_stderr",
     "derive_seed",
+    "design_effect",
     "headline",
     "mcnemar_exact",
     "mcnemar_power",
@@ -744,15 +745,20 @@ def mdd_mcnemar(n: int, discordance: float, *, power: float = 0.8,
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if discordance <= 0.0 or mcnemar_power(n, discordance, discordance, alpha=alpha) < power:
+    return _smallest_reaching(lambda d: mcnemar_power(n, discordance, d, alpha=alpha),
+                              discordance, power)
+
+
+def _smallest_reaching(power_at: Callable[[float], float], room: float,
+                       power: float) -> float | None:
+    """The smallest d in (0, room] with ``power_at(d) >= power`` (power rises with d), by
+    bisection; None when even d = room falls short."""
+    if room <= 0.0 or power_at(room) < power:
         return None
-    low, high = 0.0, discordance
+    low, high = 0.0, room
     for _ in range(50):
         mid = (low + high) / 2.0
-        if mcnemar_power(n, discordance, mid, alpha=alpha) >= power:
-            high = mid
-        else:
-            low = mid
+        low, high = (low, mid) if power_at(mid) >= power else (mid, high)
     return high
 
 
@@ -770,22 +776,24 @@ def mdd_mcnemar_against(n: int, rate: float, *, power: float = 0.8,
         raise ValueError(f"rate must be in [0, 1], got {rate}")
 
     def smallest(sign: int) -> float | None:
-        room = 1.0 - rate if sign > 0 else rate
-
         def power_at(d: float) -> float:
             return mcnemar_power(n, 2 * rate * (1 - rate) + sign * d * (1 - 2 * rate), d,
                                  alpha=alpha)
 
-        if room <= 0.0 or power_at(room) < power:
-            return None
-        low, high = 0.0, room
-        for _ in range(50):
-            mid = (low + high) / 2.0
-            low, high = (low, mid) if power_at(mid) >= power else (mid, high)
-        return high
+        return _smallest_reaching(power_at, 1.0 - rate if sign > 0 else rate, power)
 
     better, worse = smallest(+1), smallest(-1)
     return None if better is None or worse is None else max(better, worse)
+
+
+def design_effect(scores: Sequence[float] | npt.NDArray[Any], clusters: Sequence[str]) -> float:
+    """How much clustering inflates the variance of a mean: ``(max(CR1, CR3) / iid SE)²``, at
+    least 1 (the same robust SE the intervals use); 1 when the scores do not vary."""
+    iid = stderr(scores)
+    if iid <= 0.0:
+        return 1.0
+    robust = max(cr1_stderr(scores, clusters), cr3_stderr(scores, clusters))
+    return max(1.0, (robust / iid) ** 2)
 
 
 def mdd_cluster_t(variance_of_diff: float, n: int, clusters: int, *, design_effect: float = 1.0,
