@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sealbench.errors import BadInput, Problem
 
@@ -43,9 +43,55 @@ class DatasetRef(_Strict):
     sha256: str = PENDING_SEAL
 
 
+BUILTIN_METRICS = ("tests_v1",)
+METRIC_INTERFACES = (1, 2)
+
+
 class MetricRef(_Strict):
-    module: str
+    """Either a sealed module (`module`, hashed) or a built-in metric (`builtin`), never both.
+
+    `interface` 1 is the seed's `score(result_diff, oracle_path)`; 2 is `score(attempt)` with
+    the diff, the test results and a read-only view of the workspace (docs/protocol.md).
+    """
+
+    module: str | None = None
+    builtin: Literal["tests_v1"] | None = None
     sha256: str = PENDING_SEAL
+    interface: Literal[1, 2] = 1
+    timeout_sec: float = Field(default=60, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MetricRef:
+        if (self.module is None) == (self.builtin is None):
+            raise ValueError("give exactly one of metric.module and metric.builtin")
+        if self.builtin is not None and self.sha256 != PENDING_SEAL:
+            raise ValueError("a builtin metric has no sha256 (it is part of sealbench)")
+        return self
+
+
+class VerifierSpec(_Strict):
+    """How hidden tests are run after the solver (docs/protocol.md#the-verifier).
+
+    `command` is split like a shell line (no shell runs it); `{tests}` becomes the hidden test
+    files' workspace paths, `{junit}` the path the JUnit XML report must be written to,
+    `{workspace}` the workspace root.
+    """
+
+    command: str = Field(min_length=1)
+    timeout_sec: float = Field(default=300, gt=0)
+    # oracle runs at seal time whose per-test results must agree, or the task is flaky
+    repeats: int = Field(default=3, ge=1, le=20)
+    max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_memory_mb: int = Field(default=4096, ge=64)
+
+
+class EnvironmentSpec(_Strict):
+    """A virtual environment built per protocol identity, mounted read-only for solver and
+    verifier (docs/protocol.md#the-environment). `python` is `3.N`; omitted, it is the
+    interpreter sealing runs under, recorded in the lock and the identity."""
+
+    python: str | None = Field(default=None, pattern=r"^3\.[0-9]+$")
+    requirements: str = Field(min_length=1)
 
 
 class Budget(_Strict):
@@ -105,6 +151,8 @@ class ProtocolSpec(_Strict):
     null_pack: NullPackRef
     publish: Publish
     solver: SolverSpec = Field(default_factory=SolverSpec)
+    verifier: VerifierSpec | None = None
+    environment: EnvironmentSpec | None = None
 
 
 class TaskRow(BaseModel):
@@ -120,6 +168,10 @@ class TaskRow(BaseModel):
     cluster: str | None = None
     forbidden: list[str] = Field(default_factory=list)
     expected_class: ControlClass | None = None
+    # hidden tests: a directory laid over the workspace root after the solver (docs/protocol.md)
+    tests: str | None = None
+    fail_to_pass: list[str] = Field(default_factory=list)
+    pass_to_pass: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -137,6 +189,9 @@ class Task:
     expected_class: ControlClass | None
     source: str
     line: int
+    tests: Path | None = None
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
 
 
 @dataclass
@@ -358,6 +413,17 @@ def _parse_row(
             problems.append(
                 problem(f"'{forbidden}' must be a path inside the workspace", f"forbidden.{index}")
             )
+    tests: Path | None = None
+    if row.tests is not None:
+        tests, why = resolve_inside(root, row.tests)
+        if why:
+            problems.append(problem(why, "tests"))
+        elif tests is not None and not tests.is_dir():
+            problems.append(problem(f"'{row.tests}' is not a directory (hidden tests are a "
+                                    "directory laid over the workspace root)", "tests"))
+        elif tests is not None:
+            problems.extend(problem(msg, "tests") for msg in _fixture_problems(tests, root))
+    problems.extend(_test_id_problems(row, problem))
     if problems or oracle is None:
         return None, problems
     return Task(
@@ -372,7 +438,28 @@ def _parse_row(
         expected_class=row.expected_class,
         source=display_name,
         line=number,
+        tests=tests,
+        fail_to_pass=tuple(row.fail_to_pass),
+        pass_to_pass=tuple(row.pass_to_pass),
     ), []
+
+
+def _test_id_problems(row: TaskRow, problem: Any) -> list[Problem]:
+    """A test id listed twice, or both as FAIL_TO_PASS and PASS_TO_PASS, is a typo that would
+    silently change what "resolved" means."""
+    problems: list[Problem] = []
+    for fld in ("fail_to_pass", "pass_to_pass"):
+        seen: set[str] = set()
+        for index, test_id in enumerate(getattr(row, fld)):
+            if not test_id.strip():
+                problems.append(problem("must be a non-empty test id", f"{fld}.{index}"))
+            elif test_id in seen:
+                problems.append(problem(f"lists '{test_id}' twice", f"{fld}.{index}"))
+            seen.add(test_id)
+    for test_id in sorted(set(row.fail_to_pass) & set(row.pass_to_pass)):
+        problems.append(problem(f"'{test_id}' is in both fail_to_pass and pass_to_pass",
+                                "pass_to_pass"))
+    return problems
 
 
 def _fixture_problems(repo: Path, root: Path) -> list[str]:
@@ -418,15 +505,18 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
         problems.extend(row_problems)
         if kind == "dataset":
             dataset_rows = rows
-    metric, why = resolve_inside(root, spec.metric.module)
-    loc = ("metric", "module")
-    if why:
-        problems.append(Problem(name, why, line_of(lines, loc), dotted(loc)))
-    elif metric is not None and not metric.is_file():
-        problems.append(
-            Problem(name, f"'{spec.metric.module}' does not exist", line_of(lines, loc),
-                    dotted(loc))
-        )
+    refs = [(("metric", "module"), spec.metric.module)]
+    if spec.environment is not None:
+        refs.append((("environment", "requirements"), spec.environment.requirements))
+    for loc, ref in refs:
+        if ref is None:
+            continue
+        found, why = resolve_inside(root, ref)
+        if why:
+            problems.append(Problem(name, why, line_of(lines, loc), dotted(loc)))
+        elif found is not None and not found.is_file():
+            problems.append(Problem(name, f"'{ref}' does not exist", line_of(lines, loc),
+                                    dotted(loc)))
     protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"],
                         lines, dataset_rows or 0)
     problems.extend(_cross_checks(protocol, name, dataset_rows is not None))
@@ -500,6 +590,7 @@ def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Pro
             )
         )
     problems += _strata_problems(protocol, name)
+    problems += _verifier_problems(protocol, name)
     for index, value in enumerate(spec.publish.forbidden_fields):
         if value not in KNOWN_FORBIDDEN_FIELDS:
             loc = ("publish", "forbidden_fields", index)
@@ -507,6 +598,24 @@ def _cross_checks(protocol: Protocol, name: str, dataset_read: bool) -> list[Pro
                 Problem(name, f"'{value}' is unknown (known: {', '.join(KNOWN_FORBIDDEN_FIELDS)})",
                         line_of(lines, loc), dotted(loc))
             )
+    return problems
+
+
+def _verifier_problems(protocol: Protocol, name: str) -> list[Problem]:
+    """Hidden tests and test-based grading need a verifier to run them: without one they
+    would be sealed, hashed, and silently never run."""
+    if protocol.spec.verifier is not None:
+        return []
+    problems = [Problem(task.source, "declares hidden tests or test ids, but protocol.yaml "
+                        "has no verifier to run them", task.line,
+                        "tests" if task.tests is not None else "fail_to_pass")
+                for task in protocol.tasks
+                if task.tests is not None or task.fail_to_pass or task.pass_to_pass]
+    if protocol.spec.metric.builtin == "tests_v1":
+        loc = ("metric", "builtin")
+        problems.append(Problem(name, "is 'tests_v1', which grades by the verifier's test "
+                                "results, but protocol.yaml has no verifier",
+                                line_of(protocol.lines, loc), dotted(loc)))
     return problems
 
 

@@ -40,15 +40,21 @@ from sealbench.protocol import (
 from sealbench.sandbox import Sandbox
 from sealbench.solver import DoNothingSolver, OracleSolver, Solver
 
-IDENTITY_FORMAT = "sealbench-identity/v2"
-LOCK_FORMAT: Final = "sealbench-lock/v2"
+IDENTITY_FORMAT = "sealbench-identity/v3"
+LOCK_FORMAT: Final = "sealbench-lock/v3"
 # v1 locks were written by sealbench 0.1, whose defaults (interval method, no `publish.strata`,
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
-OLD_LOCK_FORMATS = ("sealbench-lock/v1",)
+OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
 CHUNK = 1 << 20
-Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture"]
+Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture", "tests", "environment"]
 DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
                                               ("null_pack", "path"))
+
+
+def digest_fields(spec: ProtocolSpec) -> tuple[tuple[str, str], ...]:
+    """The `sha256` fields this protocol has: a builtin metric has no file, so no digest."""
+    return tuple((section, key) for section, key in DIGEST_FIELDS
+                 if getattr(getattr(spec, section), key) is not None)
 
 
 class LockedFile(BaseModel):
@@ -68,7 +74,7 @@ class Lock(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["sealbench-lock/v2"]
+    format: Literal["sealbench-lock/v3"]
     protocol_id: str
     identity: str
     sealed_yaml_sha256: str
@@ -121,12 +127,18 @@ def manifest_paths(protocol: Protocol) -> dict[Path, Role]:
 
     want(protocol.resolve(spec.dataset.path), "dataset")
     want(protocol.resolve(spec.null_pack.path), "null_pack")
-    want(protocol.resolve(spec.metric.module), "metric")
+    if spec.metric.module is not None:
+        want(protocol.resolve(spec.metric.module), "metric")
+    if spec.environment is not None:
+        want(protocol.resolve(spec.environment.requirements), "environment")
     for task in protocol.tasks:
         want(task.oracle, "oracle")
         if task.repo is not None:
             for path in fixture_files(task.repo):
                 want(path, "fixture")
+        if task.tests is not None:
+            for path in fixture_files(task.tests):
+                want(path, "tests")
     return wanted
 
 
@@ -165,7 +177,7 @@ def _digest_of(files: list[LockedFile], rel: str, root: Path) -> str:
 def check_declared_digests(protocol: Protocol, files: list[LockedFile]) -> list[Problem]:
     """A digest written by hand instead of PENDING_SEAL must be the file's real digest."""
     problems = []
-    for section, key in DIGEST_FIELDS:
+    for section, key in digest_fields(protocol.spec):
         ref = getattr(protocol.spec, section)
         declared = ref.sha256
         actual = _digest_of(files, getattr(ref, key), protocol.root)
@@ -181,9 +193,9 @@ def render_sealed(protocol: Protocol, files: list[LockedFile]) -> str:
     only when a sha256 key is absent and there is no place to splice into."""
     digests = {
         section: _digest_of(files, getattr(getattr(protocol.spec, section), key), protocol.root)
-        for section, key in DIGEST_FIELDS
+        for section, key in digest_fields(protocol.spec)
     }
-    spans = _sha256_spans(protocol.text)
+    spans = _sha256_spans(protocol.text, tuple(digests))
     if set(spans) == set(digests):
         text = protocol.text
         for section, (start, end) in sorted(spans.items(), key=lambda kv: -kv[1][0]):
@@ -195,13 +207,13 @@ def render_sealed(protocol: Protocol, files: list[LockedFile]) -> str:
     return str(yaml.safe_dump(data, sort_keys=False))
 
 
-def _sha256_spans(text: str) -> dict[str, tuple[int, int]]:
+def _sha256_spans(text: str, sections: tuple[str, ...]) -> dict[str, tuple[int, int]]:
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     spans: dict[str, tuple[int, int]] = {}
     if not isinstance(root, yaml.MappingNode):
         return spans
     for key, value in root.value:
-        if key.value in dict(DIGEST_FIELDS) and isinstance(value, yaml.MappingNode):
+        if key.value in sections and isinstance(value, yaml.MappingNode):
             for inner_key, inner in value.value:
                 if inner_key.value == "sha256" and isinstance(inner, yaml.ScalarNode):
                     spans[key.value] = (inner.start_mark.index, inner.end_mark.index)
@@ -424,8 +436,8 @@ def _source_edits(root: Path, sealed_spec: ProtocolSpec) -> list[str]:
         return []
     before = sealed_spec_dict(sealed_spec)
     after = sealed_spec_dict(source)
-    for section, _ in DIGEST_FIELDS:
-        if after[section]["sha256"] == PENDING_SEAL:
+    for section, _ in digest_fields(sealed_spec):
+        if after.get(section, {}).get("sha256") == PENDING_SEAL:
             after[section]["sha256"] = before[section]["sha256"]
     changed = [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
     if changed:
