@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.runner import solver_files
 from sealbench.sandbox import (
     INSTALL_HINT,
     Mounts,
@@ -26,6 +25,7 @@ from sealbench.sandbox import (
     memory_rlimit_prefix,
     new_cage,
 )
+from sealbench.sandbox import command_files as solver_files
 from sealbench.solver import Execution, execute
 
 SECRET = "sealbench-doctor-secret-"
