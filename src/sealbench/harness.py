@@ -20,15 +20,10 @@ from pathlib import Path
 
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.metric import Metric
+from sealbench.process import AttemptInterrupted
 from sealbench.protocol import Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
-from sealbench.solver import (
-    AttemptContext,
-    AttemptInterrupted,
-    AttemptResult,
-    Solver,
-    run_attempt,
-)
+from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
 from sealbench.workspace import (
     MODE_LINK,
     Entry,
