@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from sealbench.errors import InfrastructureError
-from sealbench.metric import Metric, MetricResult
+from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import Task
 from sealbench.sandbox import CagePool, Mounts, Sandbox
+from sealbench.verifier import VerifierRun
 from sealbench.workspace import (
     MAX_ENTRIES,
     Change,
@@ -62,7 +63,7 @@ class AttemptContext:
     sandbox: Sandbox
     store: ObjectStore
     scratch: Path
-    metric: Metric
+    grader: Grader
     timeout: float
     diff_source: Literal["workspace", "stdout"]
     max_files_touched: int | None
@@ -176,6 +177,7 @@ class AttemptResult:
     forbidden_written: tuple[str, ...]
     duration: float
     returncode: int | None
+    tests: VerifierRun | None = None  # the hidden tests' run, when the protocol has a verifier
 
 
 class SolverFault(Exception):
@@ -217,7 +219,8 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
         except OSError as exc:
             over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
-                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx)
+                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx,
+                             attempt_dir, ws.root)
             raise _harness_failure(task, "failed in the harness", exc) from exc
         try:
             refused = _refusal(ws.refuse_file)
@@ -227,11 +230,12 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
             # the printed diff is stdout: keep no more of it than of any diff
             execution = replace(execution, stdout=change.diff)
         try:
-            return judge(task, execution, change, refused, ctx)
+            return judge(task, execution, change, refused, ctx, attempt_dir, ws.root)
         except OSError as exc:
             over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
-                return judge(task, execution, replace(change, oversize=over), None, ctx)
+                return judge(task, execution, replace(change, oversize=over), None, ctx,
+                             attempt_dir, ws.root)
             raise _harness_failure(task, "judging failed in the harness", exc) from exc
     finally:
         remove_tree(attempt_dir)
@@ -348,18 +352,22 @@ def is_forbidden(path: str, forbidden: tuple[str, ...]) -> bool:
 
 
 def judge(
-    task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext
+    task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext,
+    attempt_dir: Path, workspace: Path,
 ) -> AttemptResult:
-    """Exactly one outcome per attempt, in a fixed order of precedence (docs/outcomes.md)."""
+    """Exactly one outcome per attempt, in a fixed order of precedence (docs/running.md).
+    Grading (hidden tests, then the metric) comes last: only a result that broke no rule
+    is run at all."""
     forbidden = tuple(sorted({p for p in (*change.touched, *change.written)
                               if is_forbidden(p, task.forbidden)}))
     touched = len(change.touched)
     metric: MetricResult | None = None
+    tests: VerifierRun | None = None
 
     def result(outcome: Outcome, detail: str) -> AttemptResult:
         return AttemptResult(task.id, outcome, detail, change.diff, execution.stdout,
                              execution.stderr, metric, touched, forbidden, execution.duration,
-                             execution.returncode)
+                             execution.returncode, tests)
 
     if execution.timed_out:
         return result("timeout", f"killed after {ctx.timeout:g} s")
@@ -392,7 +400,6 @@ def judge(
     if execution.returncode != 0:
         tail = execution.stderr[-300:].decode(errors="replace").strip()
         return result("error", f"solver exited with status {execution.returncode}: {tail}")
-    metric = ctx.metric.score(change.diff.decode("utf-8", errors="replace"), ctx.oracle_path(task))
-    if metric.error is not None:
-        return result("error", f"metric failed: {metric.error}")
-    return result("pass" if metric.passed else "fail", metric.name)
+    grade = ctx.grader.grade(task, change.diff, attempt_dir, workspace)
+    metric, tests = grade.metric, grade.tests
+    return result(grade.outcome, grade.detail)
