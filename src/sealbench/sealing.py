@@ -46,6 +46,7 @@ LOCK_FORMAT: Final = "sealbench-lock/v3"
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
 OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
 CHUNK = 1 << 20
+SandboxChoice = Literal["auto", "bwrap", "none"]
 Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture", "tests", "environment"]
 DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
                                               ("null_pack", "path"))
@@ -233,7 +234,8 @@ def lock_text(lock: Lock) -> str:
 # --------------------------------------------------------------------------- instrument check
 
 
-def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2) -> list[str]:
+def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2,
+                        sandbox: SandboxChoice = "auto") -> list[str]:
     """Run the oracle and do-nothing solvers through the same path as any agent — the
     verifier included, in this machine's sandbox.
 
@@ -248,8 +250,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     verifier = protocol.spec.verifier
     repeats = verifier.repeats if verifier is not None else 1
     sealed = [SealedFile(f.path, f.sha256, f.mode) for f in files]
+    where = detect(want=sandbox)
+    if sandbox == "bwrap" and where.kind != "bwrap":
+        raise Refused(f"--sandbox bwrap: no sandbox is available: {where.reason}")
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
-                 verifier_sandbox=detect()) as harness:
+                 verifier_sandbox=where) as harness:
         oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
         nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
     problems: list[str] = []
@@ -363,7 +368,7 @@ class SealResult:
 
 
 def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
-         check_instrument: bool = True) -> SealResult:
+         check_instrument: bool = True, sandbox: SandboxChoice = "auto") -> SealResult:
     """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
     protocol = load(directory)
     classes, warnings = null_pack_checks(protocol)
@@ -374,7 +379,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     if problems:
         raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
     if check_instrument:
-        broken = instrument_problems(protocol, files, jobs)
+        broken = instrument_problems(protocol, files, jobs, sandbox)
         if broken:
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
