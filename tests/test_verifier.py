@@ -346,3 +346,145 @@ def test_python_executable_used_by_the_toy_verifier_has_pytest() -> None:
     import pytest as installed
 
     assert installed.__version__
+
+
+# --------------------------------------------------------------------------- hostile solvers
+
+# Each leaves `add` broken and tries to make the hidden tests pass anyway, or to read them.
+TAMPERING = {
+    "fakes the hidden test file at its path": """
+        import os
+        os.makedirs("tests", exist_ok=True)
+        open("tests/test_hidden.py", "w").write("def test_add():\\n    pass\\n\\n\\n"
+                                                "def test_sub():\\n    pass\\n")
+    """,
+    "edits the visible tests to pass": """
+        open("tests/test_visible.py", "w").write("def test_add():\\n    pass\\n")
+    """,
+    "deletes the visible tests": """
+        import shutil
+        shutil.rmtree("tests")
+    """,
+    "turns tests/ into a link to its own copy": """
+        import os, shutil
+        shutil.rmtree("tests")
+        os.makedirs("fake")
+        open("fake/test_hidden.py", "w").write("def test_add():\\n    pass\\n")
+        os.symlink("fake", "tests")
+    """,
+    "makes the hidden test path a directory": """
+        import os
+        os.makedirs("tests/test_hidden.py/x")
+    """,
+}
+
+
+def _tamper_solver(body: str) -> str:
+    """A hostile body for calc tasks; controls are handled honestly so the gate passes."""
+    return """
+        import os, re, sys
+        prompt = open(os.environ["SEALBENCH_PROMPT_FILE"]).read()
+        if "secret" in prompt:
+            open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("no"); sys.exit(0)
+        if "hello.py" in prompt:
+            open("hello.py", "w").write("GREETING = 'Hello'\\n"); sys.exit(0)
+        if not os.path.exists("calc.py"):
+            sys.exit(0)
+    """ + body
+
+
+@pytest.fixture(scope="module")
+def sealed_calc(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One sealed test-graded protocol for the hostile solvers (sealing runs the verifier
+    many times; these tests only change the solver)."""
+    base = tmp_path_factory.mktemp("hostile")
+    proto = make_tested_protocol(base / "p", n=3, min_n=3, repeats=1)
+    seal(proto, ledger=Ledger(base / "seal.sqlite"))
+    return base, proto
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+@pytest.mark.parametrize("how", sorted(TAMPERING))
+def test_tampering_with_tests_cannot_change_the_verifiers_result(
+        sealed_calc: tuple[Path, Path], tmp_path: Path, how: str) -> None:
+    _, proto = sealed_calc
+    ledger = Ledger(tmp_path / "l.sqlite")
+    command = write_solver(tmp_path / "s", _tamper_solver(TAMPERING[how]))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    records = _records(ledger, result.run_id)
+    for tid in ("calc-000", "calc-001", "calc-002"):
+        record = records[tid]
+        assert record["outcome"] in ("fail", "violation"), (how, tid, record["detail"])
+        if record["outcome"] == "fail":
+            assert record["tests"]["results"]["tests.test_hidden.test_add"] == "failed", how
+    assert result.report["mean"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_hidden_tests_cannot_be_read_during_the_attempt(sealed_calc: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:
+    """The solver searches every readable file for the hidden test's text, and tries the
+    protocol directory by name; it finds neither."""
+    _, proto = sealed_calc
+    ledger = Ledger(tmp_path / "l.sqlite")
+    command = write_solver(tmp_path / "s", _tamper_solver(f"""
+        found = []
+        system = ("/proc", "/sys", "/dev", "/usr", "/lib", "/lib64", "/bin", "/sbin")
+        for root, dirs, files in os.walk("/"):
+            dirs[:] = [d for d in dirs if os.path.join(root, d) not in system]
+            for name in files:
+                path = os.path.join(root, name)
+                if path == os.path.abspath(__file__):
+                    continue  # this solver's own source holds the text it looks for
+                if name == "test_hidden.py":
+                    found.append(path)
+                elif name.endswith((".py", ".patch", ".jsonl")) or "hidden" in path:
+                    try:
+                        with open(path, "rb") as f:
+                            if b"assert add(2, 3) == 5" in f.read(1 << 16):
+                                found.append(path)
+                    except OSError:
+                        pass
+        for path in ({str(proto / "hidden")!r}, {str(proto)!r}):
+            if os.path.exists(path) and os.listdir(path):
+                found.append(path)
+        print("FOUND", found)
+    """))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=1, timeout_scale=6))
+    record = _records(ledger, result.run_id)["calc-000"]
+    assert record["outcome"] == "fail", record["detail"]
+    stdout = ledger.get_artifact(record["stdout"]).decode()
+    assert "FOUND []" in stdout, stdout[-2000:]
+
+
+def test_identity_covers_verifier_hidden_tests_lists_and_metric(tmp_path: Path) -> None:
+    """Everything that decides a test-graded score is part of the exam (acceptance 6)."""
+    proto = make_tested_protocol(tmp_path / "p")
+    yaml_file = proto / "protocol.yaml"
+    dataset = proto / "tasks" / "dataset.jsonl"
+
+    def edit(path: Path, old: str, new: str) -> None:
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+
+    changes = [
+        lambda: None,
+        lambda: edit(yaml_file, "timeout_sec: 60", "timeout_sec: 61"),
+        lambda: edit(yaml_file, " -q -p no:cacheprovider", " -p no:cacheprovider"),
+        lambda: edit(yaml_file, "repeats: 2", "repeats: 3"),
+        lambda: edit(proto / "hidden" / "calc-001" / "tests" / "test_hidden.py", "== 2", "== 2 "),
+        lambda: edit(dataset, '"pass_to_pass": ["tests/test_hidden.py::test_sub"]',
+                     '"pass_to_pass": []'),
+        lambda: edit(yaml_file, "metric:\n  builtin: tests_v1\n",
+                     "metric:\n  builtin: tests_v1\n  timeout_sec: 5\n"),
+        lambda: edit(yaml_file, "timeout_sec: 20", "timeout_sec: 21"),  # budget
+    ]
+    identities = []
+    for i, change in enumerate(changes):
+        change()
+        identities.append(seal(proto, ledger=Ledger(tmp_path / f"l{i}.sqlite"),
+                               check_instrument=False).identity)
+    assert len(set(identities)) == len(changes), identities
