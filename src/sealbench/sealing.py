@@ -250,11 +250,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     verifier = protocol.spec.verifier
     repeats = verifier.repeats if verifier is not None else 1
     sealed = [SealedFile(f.path, f.sha256, f.mode) for f in files]
-    where = detect(want=sandbox)
-    if sandbox == "bwrap" and where.kind != "bwrap":
-        raise Refused(f"--sandbox bwrap: no sandbox is available: {where.reason}")
+    confined = detect(want=sandbox)
+    if sandbox == "bwrap" and confined.kind != "bwrap":
+        raise Refused(f"--sandbox bwrap: no sandbox is available: {confined.reason}")
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
-                 verifier_sandbox=where) as harness:
+                 verifier_sandbox=confined) as harness:
         oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
         nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
     problems: list[str] = []
