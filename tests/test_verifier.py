@@ -207,8 +207,10 @@ def test_test_id_lists_are_checked(tmp_path: Path) -> None:
 def test_unsplittable_verifier_command_is_refused(tmp_path: Path) -> None:
     proto = make_tested_protocol(tmp_path / "p")
     text = (proto / "protocol.yaml").read_text()
-    start = text.index('  command: "') + len('  command: "')
-    (proto / "protocol.yaml").write_text(text[:start] + "pytest 'unclosed " + text[start:])
+    start = text.index("  command: >-")
+    end = text.index("  timeout_sec:", start)
+    (proto / "protocol.yaml").write_text(text[:start] + "  command: \"pytest 'unclosed\"\n"
+                                         + text[end:])
     with pytest.raises(BadInput) as caught:
         load(proto)
     assert "verifier.command" in str(caught.value.problems[0])
@@ -218,16 +220,26 @@ def test_unsplittable_verifier_command_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.fixture(scope="module")
+def sealed_calc(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One sealed test-graded protocol for the hostile solvers (sealing runs the verifier
+    many times; these tests only change the solver)."""
+    base = tmp_path_factory.mktemp("hostile")
+    proto = make_tested_protocol(base / "p", n=3, min_n=3, repeats=1)
+    seal(proto, ledger=Ledger(base / "seal.sqlite"))
+    return base, proto
+
+
 def _records(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
     return {row.task_id: row.record for row in ledger.attempts(run_id)}
 
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_graded_by_tests_end_to_end_with_per_test_results(tmp_path: Path) -> None:
-    proto = make_tested_protocol(tmp_path / "p")
+def test_graded_by_tests_end_to_end_with_per_test_results(sealed_calc: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    _, proto = sealed_calc
     ledger = Ledger(tmp_path / "l.sqlite")
-    seal(proto, ledger=ledger)
     # the valid alternate repair `b + a` differs from the oracle's `a + b`: tests pass it
     alternate = write_solver(tmp_path / "s", """
         import os
@@ -240,7 +252,7 @@ def test_graded_by_tests_end_to_end_with_per_test_results(tmp_path: Path) -> Non
             open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write("no")
     """)
     result = run(proto, alternate, ledger=ledger, options=RunOptions(jobs=2))
-    assert result.report["mean"] == 1.0 and result.report["n"] == 4
+    assert result.report["mean"] == 1.0 and result.report["n"] == 3
     record = _records(ledger, result.run_id)["calc-000"]
     assert record["tests"]["results"] == {"tests.test_hidden.test_add": "passed",
                                           "tests.test_hidden.test_sub": "passed"}
@@ -251,10 +263,10 @@ def test_graded_by_tests_end_to_end_with_per_test_results(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_a_wrong_repair_fails_naming_the_test(tmp_path: Path) -> None:
-    proto = make_tested_protocol(tmp_path / "p")
+def test_a_wrong_repair_fails_naming_the_test(sealed_calc: tuple[Path, Path],
+                                              tmp_path: Path) -> None:
+    _, proto = sealed_calc
     ledger = Ledger(tmp_path / "l.sqlite")
-    seal(proto, ledger=ledger)
     wrong = write_solver(tmp_path / "s", """
         import os, re, sys
         prompt = open(os.environ["SEALBENCH_PROMPT_FILE"]).read()
@@ -286,7 +298,7 @@ def _seal_problems(proto: Path, tmp_path: Path, **kwargs: Any) -> list[str]:
 def test_seal_refuses_a_fail_to_pass_test_that_passes_on_the_fixture(tmp_path: Path) -> None:
     already = "from calc import sub\n\n\ndef test_add():\n    assert sub(2, 2) == 0\n\n\n" \
               "def test_sub():\n    assert sub(5, 3) == 2\n"
-    proto = make_tested_protocol(tmp_path / "p", hidden={"calc-002": already}, repeats=1)
+    proto = make_tested_protocol(tmp_path / "p", n=3, hidden={"calc-002": already}, repeats=1)
     problems = _seal_problems(proto, tmp_path)
     assert any("task 'calc-002'" in p and "FAIL_TO_PASS test 'tests/test_hidden.py::test_add' "
                "already passes on the untouched fixture" in p for p in problems), problems
@@ -302,12 +314,12 @@ def test_seal_refuses_a_flaky_test_naming_it(tmp_path: Path) -> None:
     flaky = (f"from pathlib import Path\nfrom calc import add, sub\n\nC = Path({str(counter)!r})"
              "\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n"
              "    n = int(C.read_text()) + 1\n    C.write_text(str(n))\n    assert n % 2\n")
-    proto = make_tested_protocol(tmp_path / "p", hidden={"calc-001": flaky}, repeats=3)
+    proto = make_tested_protocol(tmp_path / "p", n=3, hidden={"calc-001": flaky}, repeats=3)
     problems = _seal_problems(proto, tmp_path, sandbox="none", jobs=1)
     flagged = [p for p in problems if "calc-001" in p]
     assert flagged, problems
-    assert any("is flaky: test(s) tests.test_hidden.test_sub gave different results across 3 "
-               "oracle runs" in p or "cannot be passed" in p for p in flagged), flagged
+    assert flagged == ["tasks/dataset.jsonl:2: task 'calc-001' is flaky: test(s) "
+                       "tests.test_hidden.test_sub gave different results across 3 oracle runs"]
 
 
 @pytest.mark.slow
@@ -315,10 +327,10 @@ def test_seal_refuses_a_flaky_test_naming_it(tmp_path: Path) -> None:
 def test_seal_refuses_a_verifier_that_times_out(tmp_path: Path) -> None:
     slow = "import time\nfrom calc import add, sub\n\n\ndef test_add():\n    time.sleep(60)\n" \
            "\n\ndef test_sub():\n    assert sub(5, 3) == 2\n"
-    proto = make_tested_protocol(tmp_path / "p", hidden={"calc-003": slow}, verifier_timeout=3,
-                                 repeats=1)
+    proto = make_tested_protocol(tmp_path / "p", n=3, hidden={"calc-002": slow},
+                                 verifier_timeout=3, repeats=1)
     problems = _seal_problems(proto, tmp_path)
-    assert any("task 'calc-003' cannot be passed" in p and "the verifier timed out after 3 s"
+    assert any("task 'calc-002' cannot be passed" in p and "the verifier timed out after 3 s"
                in p for p in problems), problems
 
 
@@ -391,16 +403,6 @@ def _tamper_solver(body: str) -> str:
         if not os.path.exists("calc.py"):
             sys.exit(0)
     """ + body
-
-
-@pytest.fixture(scope="module")
-def sealed_calc(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """One sealed test-graded protocol for the hostile solvers (sealing runs the verifier
-    many times; these tests only change the solver)."""
-    base = tmp_path_factory.mktemp("hostile")
-    proto = make_tested_protocol(base / "p", n=3, min_n=3, repeats=1)
-    seal(proto, ledger=Ledger(base / "seal.sqlite"))
-    return base, proto
 
 
 @pytest.mark.slow

@@ -286,22 +286,27 @@ def _describe(result: Finished) -> tuple[str, str]:
 
 
 def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
-    """The oracle must pass every time, through the verifier, with the same test results."""
-    for result in runs:
-        outcome, detail = _describe(result)
-        if outcome != "pass":
-            return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    """The oracle must pass every time, through the verifier, with the same test results; a
+    task whose results change between identical runs is flaky whatever the verdicts were."""
     results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
-    if len(results) < 2:
-        return []
     differing = sorted({test_id for test_id in set().union(*results)
-                        if len({r.get(test_id, "missing") for r in results}) > 1})
-    if not differing:
-        return []
-    shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
-                                         if len(differing) > 10 else "")
-    return [f"{where} is flaky: test(s) {shown} gave different results across "
-            f"{len(runs)} oracle runs"]
+                        if len({r.get(test_id, "missing") for r in results}) > 1}
+                       ) if len(results) > 1 else []
+    if differing:
+        shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
+                                             if len(differing) > 10 else "")
+        return [f"{where} is flaky: test(s) {shown} gave different results across "
+                f"{len(runs)} oracle runs"]
+    verdicts = [_describe(result) for result in runs]
+    passes = sum(outcome == "pass" for outcome, _ in verdicts)
+    if 0 < passes < len(runs):
+        outcome, detail = next(v for v in verdicts if v[0] != "pass")
+        return [f"{where} is flaky: the oracle solver passed {passes} of {len(runs)} runs "
+                f"(otherwise {outcome}: {detail})"]
+    if passes == 0:
+        outcome, detail = verdicts[0]
+        return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    return []
 
 
 def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
