@@ -138,15 +138,23 @@ def score(attempt):
     calc = open(path).read() if os.path.exists(path) else ""
     hidden = os.path.exists(os.path.join(attempt["workspace"], "tests", "test_hidden.py"))
     ok = all(v == "passed" for v in tests.values()) and bool(tests)
+    try:
+        open(os.path.join(attempt["workspace"], "calc.py"), "a").write("# metric was here")
+        read_only = False
+    except OSError:
+        read_only = True
+    oracle = open(attempt["oracle_path"]).read()
     return {"pass": ok and hidden, "metric": "custom_v2", "interface": attempt["interface"],
             "f2p": len(attempt["fail_to_pass"]), "plus": "+" in calc,
-            "exit": attempt["verifier"]["exit_code"], "hidden_seen": hidden}
+            "exit": attempt["verifier"]["exit_code"], "hidden_seen": hidden,
+            "read_only": read_only, "oracle_read": "diff --git" in oracle}
 '''
 
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_interface_2_sees_test_results_and_the_graded_workspace(tmp_path: Path) -> None:
+def test_interface_2_sees_test_results_and_a_read_only_graded_workspace(tmp_path: Path
+                                                                        ) -> None:
     proto = make_tested_protocol(tmp_path / "p", n=3, repeats=1)
     (proto / "metric.py").write_text(INTERFACE_2)
     text = (proto / "protocol.yaml").read_text()
@@ -159,4 +167,5 @@ def test_interface_2_sees_test_results_and_the_graded_workspace(tmp_path: Path) 
     assert result.report["mean"] == 1.0
     record = {r.task_id: r.record for r in ledger.attempts(result.run_id)}["calc-000"]
     assert record["metric"] == {"pass": True, "metric": "custom_v2", "interface": 2, "f2p": 1,
-                                "plus": True, "exit": 0, "hidden_seen": True}
+                                "plus": True, "exit": 0, "hidden_seen": True,
+                                "read_only": True, "oracle_read": True}
