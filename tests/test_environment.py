@@ -434,3 +434,4 @@ def test_the_solver_in_bwrap_runs_the_environment_and_cannot_write_into_it(
                                                 "Read-only file system"), facts["writes"]
     assert not list(real.rglob("planted*"))
     assert build(spec(), REQUIREMENTS, cache_dir=cache).path == real  # unchanged: not refused
+

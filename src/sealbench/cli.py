@@ -112,10 +112,15 @@ def init(directory: Path) -> None:
 @click.argument("directory", type=click.Path(path_type=Path))
 @ledger_option
 @click.option("--jobs", default=2, show_default=True, help="Parallel instrument-check attempts.")
+@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "none"]), default="auto",
+              show_default=True, help="Where the verifier runs the hidden tests during the "
+              "instrument check; auto uses bubblewrap when it works.")
 @find_links_option
-def seal(directory: Path, ledger_path: Path | None, jobs: int, find_links: Path | None) -> None:
+def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str,
+         find_links: Path | None) -> None:
     with _errors():
         result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs,
+                               sandbox=sandbox,  # type: ignore[arg-type]
                                find_links=find_links)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
