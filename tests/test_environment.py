@@ -435,3 +435,44 @@ def test_the_solver_in_bwrap_runs_the_environment_and_cannot_write_into_it(
     assert not list(real.rglob("planted*"))
     assert build(spec(), REQUIREMENTS, cache_dir=cache).path == real  # unchanged: not refused
 
+
+ENV_HIDDEN = """\
+import os
+import subprocess
+
+from calc import add, sub
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_sub():
+    assert sub(5, 3) == 2
+    venv = os.environ["VIRTUAL_ENV"]
+    probe = "import sys, tinypkg; print(tinypkg.VALUE, sys.prefix)"
+    found = subprocess.run(["python", "-c", probe], capture_output=True, text=True)
+    assert found.stdout.strip() == f"tinypkg 1.0 {venv}", found.stderr
+    try:
+        open(os.path.join(venv, "planted"), "w").close()
+    except OSError as exc:
+        assert exc.strerror == "Read-only file system"
+    else:
+        raise AssertionError("the verifier wrote into the environment")
+"""
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_the_verifier_in_bwrap_runs_in_the_same_environment_read_only(
+        tmp_path: Path, cache: Path, wheels: Path) -> None:
+    """The hidden PASS_TO_PASS test passes only where the environment is first on PATH and
+    cannot be written: the seal's oracle runs through the verifier prove both."""
+    from toy import make_tested_protocol
+
+    proto = make_tested_protocol(tmp_path / "proto", n=3,
+                                 hidden={f"calc-{i:03d}": ENV_HIDDEN for i in range(3)})
+    with_environment(proto)
+    seal(proto, ledger=Ledger(tmp_path / "l.sqlite"), sandbox="bwrap", find_links=wheels)
+    [_link], [real] = envs_of(cache)
+    assert not list(real.rglob("planted"))

@@ -9,6 +9,7 @@ retried a bounded number of times and reported apart from the solver's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -24,6 +25,7 @@ from sealbench.environment import (
     EnvironmentRecord,
     build,
     cache_root,
+    sandbox_view,
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.metric import Grader, MetricRunner
@@ -173,7 +175,7 @@ class Harness:
             spec.verifier.model_copy(
                 update={"timeout_sec": spec.verifier.timeout_sec * timeout_scale}),
             verifier_sandbox or sandbox, self.record_for, self.tests_for,
-            hidden_all, self.cages)
+            hidden_all, self.cages, view=functools.partial(sandbox_view, self.environment))
         self.context = AttemptContext(
             sandbox=sandbox,
             store=self.store,
