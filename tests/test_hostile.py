@@ -44,7 +44,8 @@ from toy import make_protocol, write_solver
 
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger
-from sealbench.runner import RunOptions, run, solver_files
+from sealbench.runner import RunOptions, run
+from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import seal, verify
 
 pytestmark = pytest.mark.sandbox

@@ -151,7 +151,7 @@ def test_only_a_python_prefix_brings_its_whole_directory(tmp_path: Path) -> None
     """Found by an attack: `~/bin/agent` bound all of `~` (other benchmarks, old ledgers).
     The directory above `bin/` comes along only for a virtual environment or a Python
     installation, whose interpreter needs the rest of it."""
-    from sealbench.runner import solver_files
+    from sealbench.sandbox import command_files as solver_files
 
     home = tmp_path / "home"
     (home / "bin").mkdir(parents=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sealbench.runner import solver_files
+from sealbench.process import Execution, execute
 from sealbench.sandbox import (
     INSTALL_HINT,
     Mounts,
@@ -26,7 +26,7 @@ from sealbench.sandbox import (
     memory_rlimit_prefix,
     new_cage,
 )
-from sealbench.solver import Execution, execute
+from sealbench.sandbox import command_files as solver_files
 
 SECRET = "sealbench-doctor-secret-"
 RAN = "sealbench-doctor-ran"

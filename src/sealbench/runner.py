@@ -14,7 +14,6 @@ import random
 import re
 import secrets
 import shlex
-import shutil
 import socket
 import sqlite3
 import sys
@@ -41,9 +40,11 @@ from sealbench.report import (
     unresolved_infrastructure_errors,
 )
 from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect
+from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 from sealbench.stats import derive_seed
+from sealbench.verifier import VerifierRun
 
 Event = Callable[[str, dict[str, Any]], None]
 # the installed copy of the example ships its oracles: a solver must not find them there
@@ -112,46 +113,6 @@ def parse_solver(command: str, protocol_root: Path) -> tuple[str, ...]:
             arg = os.path.abspath(arg)
         resolved.append(arg)
     return tuple(resolved)
-
-
-def solver_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
-    """What the solver needs to run beyond the system directories (the sandbox's file system
-    is an allow-list): the files its command names, the program found on PATH when it names
-    one bare, with their directories, a virtual environment they live in, and this package
-    (the reference solvers import it). Hidden paths inside them are hidden again after these
-    are bound (see sandbox.bwrap_args). A directory that is or holds one of the sandbox's
-    private directories (`/`, `/var`, `/tmp`...) is never bound: that would bring the host's
-    back; the file itself is.
-    """
-    wanted: list[Path] = [Path(sealbench.__file__).parent.parent]
-    program = shutil.which(argv[0]) if argv and "/" not in argv[0] else None
-    for arg in (*argv, *([program] if program else [])):
-        path = Path(arg)
-        for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
-            if not path.is_absolute() or not (path.exists() or path.is_symlink()):
-                break
-            wanted += [path, path.parent]
-            if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
-                wanted.append(path.parent.parent)  # an interpreter needs its whole venv
-            if not path.is_symlink():
-                break
-            path = Path(os.path.normpath(path.parent / os.readlink(path)))
-    private = [d.resolve() for d in PRIVATE_DIRS]
-    visible: list[Path] = []
-    for path in dict.fromkeys(wanted):
-        if path.is_symlink() or not path.exists() \
-                or any(d.is_relative_to(path.resolve()) for d in private):
-            continue  # a symlink cannot be a mount point; its directory is bound instead
-        visible.append(path)
-    return tuple(visible)
-
-
-def _is_python_prefix(directory: Path) -> bool:
-    """A virtual environment or a Python installation (whose interpreter in `bin/` needs the
-    rest of it) — never just any directory that happens to hold a `bin/` (`~/bin/agent` must
-    not bring all of `$HOME` into the sandbox)."""
-    return (directory / "pyvenv.cfg").is_file() or any(
-        (directory / "lib").glob("python3*"))
 
 
 def attempt_label(secret: str, task_id: str, epoch: int) -> str:
@@ -276,6 +237,24 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "forbidden_written": list(result.forbidden_written),
         "returncode": result.returncode,
         "duration": round(result.duration, 4),
+        "tests": tests_record(result.tests, ledger),
+    }
+
+
+def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | None:
+    """What the ledger keeps of the hidden tests' run: per-test outcomes inline (they decide
+    the score), the report and output as artifacts (docs/formats.md)."""
+    if tests is None:
+        return None
+    return {
+        "exit_code": tests.exit_code,
+        "problem": tests.problem,
+        "report_problem": tests.report_problem,
+        "results": {t.id: t.outcome for t in tests.tests},
+        "junit": ledger.put_artifact(tests.junit),
+        "stdout": ledger.put_artifact(tests.stdout),
+        "stderr": ledger.put_artifact(tests.stderr),
+        "duration": round(tests.duration, 4),
     }
 
 

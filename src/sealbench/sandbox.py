@@ -576,3 +576,43 @@ class CagePool:
             free, self._free = self._free, []
         for cage in free:
             cage.remove()
+
+
+def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
+    """What the solver needs to run beyond the system directories (the sandbox's file system
+    is an allow-list): the files its command names, the program found on PATH when it names
+    one bare, with their directories, a virtual environment they live in, and this package
+    (the reference solvers import it). Hidden paths inside them are hidden again after these
+    are bound (see sandbox.bwrap_args). A directory that is or holds one of the sandbox's
+    private directories (`/`, `/var`, `/tmp`...) is never bound: that would bring the host's
+    back; the file itself is.
+    """
+    wanted: list[Path] = [Path(__file__).parent.parent]
+    program = shutil.which(argv[0]) if argv and "/" not in argv[0] else None
+    for arg in (*argv, *([program] if program else [])):
+        path = Path(arg)
+        for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
+            if not path.is_absolute() or not (path.exists() or path.is_symlink()):
+                break
+            wanted += [path, path.parent]
+            if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
+                wanted.append(path.parent.parent)  # an interpreter needs its whole venv
+            if not path.is_symlink():
+                break
+            path = Path(os.path.normpath(path.parent / os.readlink(path)))
+    private = [d.resolve() for d in PRIVATE_DIRS]
+    visible: list[Path] = []
+    for path in dict.fromkeys(wanted):
+        if path.is_symlink() or not path.exists() \
+                or any(d.is_relative_to(path.resolve()) for d in private):
+            continue  # a symlink cannot be a mount point; its directory is bound instead
+        visible.append(path)
+    return tuple(visible)
+
+
+def _is_python_prefix(directory: Path) -> bool:
+    """A virtual environment or a Python installation (whose interpreter in `bin/` needs the
+    rest of it) — never just any directory that happens to hold a `bin/` (`~/bin/agent` must
+    not bring all of `$HOME` into the sandbox)."""
+    return (directory / "pyvenv.cfg").is_file() or any(
+        (directory / "lib").glob("python3*"))
