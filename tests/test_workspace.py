@@ -324,7 +324,7 @@ def test_a_binary_oracle_made_with_git_diff_binary_seals_and_grades(
     edit passes and one making a different binary edit fails."""
     proto = make_protocol(tmp_path / "proto", n=3)
     add_dataset_task(proto, "bin-001", {"logo.bin": bytes(range(256)) * 4},
-                     {"logo.bin": LOGO_A}, "Redraw logo.bin.", binary=True)
+                     {"logo.bin": LOGO_A}, "Redraw logo.bin.")
     assert b"GIT binary patch" in (proto / "oracles" / "bin-001.patch").read_bytes()
     ledger = Ledger(tmp_path / "ledger.sqlite")
     seal(proto, ledger=ledger)  # the instrument check: oracle passes, do-nothing fails

@@ -117,9 +117,12 @@ def oracle_for(before: Files, after: Files, scratch: Path, *, binary: bool = Fal
     return git(["diff", "--cached", *(["--binary"] if binary else [])], scratch)
 
 
-def _task(root: Path, tid: str, before: Files, after: Files, prompt: str, *,
-          binary: bool = False, **extra: object) -> dict[str, object]:
+def _task(root: Path, tid: str, before: Files, after: Files, prompt: str,
+          **extra: object) -> dict[str, object]:
+    """One task's fixture and oracle; binary content (bytes) gets a `git diff --binary`
+    oracle, as a real history's would be."""
     write_files(root / "fixtures" / tid, before)
+    binary = any(isinstance(v, bytes) for v in [*before.values(), *after.values()])
     oracle = oracle_for(before, after, root.parent / f".scratch-{root.name}" / tid,
                         binary=binary)
     (root / "oracles").mkdir(exist_ok=True)
@@ -165,11 +168,10 @@ def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20
     return root
 
 
-def add_dataset_task(root: Path, tid: str, before: Files, after: Files, prompt: str, *,
-                     binary: bool = False, **extra: object) -> dict[str, object]:
-    """Append one task to a toy protocol's dataset (its oracle made with `git diff
-    --binary` when binary=True, as a real history's oracles would be) and return its row."""
-    row = _task(root, tid, before, after, prompt, binary=binary, **extra)
+def add_dataset_task(root: Path, tid: str, before: Files, after: Files, prompt: str,
+                     **extra: object) -> dict[str, object]:
+    """Append one task to a toy protocol's dataset and return its row (see _task)."""
+    row = _task(root, tid, before, after, prompt, **extra)
     with (root / "tasks" / "dataset.jsonl").open("a") as handle:
         handle.write(json.dumps(row) + "\n")
     return row

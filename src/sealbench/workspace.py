@@ -198,8 +198,8 @@ class ObjectStore:
 
     def diff(self, old_tree: str, new_tree: str, max_bytes: int | None = None) -> bytes:
         """What `git diff --binary` prints between two trees: renames, modes, and binary
-        files *with their content*, as `git apply` takes them (and full blob ids on every
-        `index` line, which `--binary` implies).
+        files *with their content*, as `git apply` takes them (and, on a binary file's
+        `index` line, its full blob ids, which `git apply` checks).
 
         `--binary` because without it git prints only "Binary files a/x and b/x differ": any
         change to a binary file would look like any other to a metric, an oracle made with
