@@ -211,7 +211,9 @@ solver:
   diff_source: workspace
   task_ids: visible
 verifier:
-  command: "{python} -m pytest -q -p no:cacheprovider --junitxml={{junit}} {{tests}}"
+  command: >-
+    {python} -m pytest -q -p no:cacheprovider -p no:hypothesispytest
+    --junitxml={{junit}} {{tests}}
   timeout_sec: {verifier_timeout}
   repeats: {repeats}
 """

@@ -153,7 +153,8 @@ class Harness:
         self._tests: dict[Path, Tree] = {}
         hidden_all = (protocol.root, self.scratch, *hidden)
         try:
-            self.metric = MetricRunner(spec.metric, code, self.scratch)
+            self.metric = MetricRunner(spec.metric, code, self.scratch,
+                                       verifier_sandbox or sandbox, (protocol.root, *hidden))
         except BaseException:
             self.cages.close()
             remove_tree(self.scratch)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from sealbench.errors import BadInput, Refused
 from sealbench.protocol import MetricRef, Task
+from sealbench.sandbox import Mounts, Sandbox, command_files
 from sealbench.verifier import Verifier, VerifierRun, resolved
 
 METRIC_INTERFACE_VERSION = 2
@@ -88,11 +89,12 @@ class MetricFailure(Exception):
 class _Worker:
     """One metric process; used by one attempt at a time."""
 
-    def __init__(self, code: bytes, path: str, interface: int, cwd: Path, log: Path) -> None:
+    def __init__(self, code: bytes, path: str, interface: int, cwd: Path, log: Path,
+                 confine: Callable[[list[str]], list[str]]) -> None:
         self.log = log
         with log.open("ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", WORKER, path, str(interface)], cwd=cwd,
+                confine([sys.executable, "-I", "-c", WORKER, path, str(interface)]), cwd=cwd,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
                      "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
@@ -159,8 +161,11 @@ class _Worker:
 class MetricRunner:
     """The protocol's metric: a sealed module run in worker processes, or a built-in."""
 
-    def __init__(self, ref: MetricRef, code: bytes | None, scratch: Path) -> None:
+    def __init__(self, ref: MetricRef, code: bytes | None, scratch: Path,
+                 sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = ()) -> None:
         self.ref = ref
+        self.sandbox = sandbox
+        self.hidden = hidden
         self.path = ref.module or f"builtin:{ref.builtin}"
         self.sha256 = hashlib.sha256(code).hexdigest() if code is not None else None
         self.code = code
@@ -180,7 +185,7 @@ class MetricRunner:
             self._started += 1
             number = self._started
         worker = _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
-                         self.scratch / f"metric-{number}.log")
+                         self.scratch / f"metric-{number}.log", self._confine)
         try:
             first = worker.receive(self.ref.timeout_sec)
         except MetricFailure as exc:
@@ -194,6 +199,19 @@ class MetricRunner:
                                "score() function")
             raise BadInput(f"{self.ref.module}: metric module failed to load: {reason}")
         return worker
+
+    def _confine(self, argv: list[str]) -> list[str]:
+        """With bubblewrap, the worker sees the run's scratch directory — oracles and the
+        graded workspaces — read-only, and the system; it keeps the network (a metric may
+        call a model as its judge). Without bubblewrap it runs as a plain process."""
+        if self.sandbox is None or self.sandbox.kind != "bwrap":
+            return argv
+        home = self.scratch / "metric-home"
+        home.mkdir(exist_ok=True)
+        mounts = Mounts(workspace=home, readable=(self.scratch,),
+                        runtime=command_files((sys.executable,)), hidden=self.hidden)
+        open_network = Sandbox("bwrap", self.sandbox.bwrap, network=True)
+        return open_network.wrap(argv, mounts)
 
     def _acquire(self) -> _Worker:
         with self._lock:

@@ -46,6 +46,7 @@ LOCK_FORMAT: Final = "sealbench-lock/v3"
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
 OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
 CHUNK = 1 << 20
+SandboxChoice = Literal["auto", "bwrap", "none"]
 Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture", "tests", "environment"]
 DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
                                               ("null_pack", "path"))
@@ -233,7 +234,8 @@ def lock_text(lock: Lock) -> str:
 # --------------------------------------------------------------------------- instrument check
 
 
-def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2) -> list[str]:
+def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2,
+                        sandbox: SandboxChoice = "auto") -> list[str]:
     """Run the oracle and do-nothing solvers through the same path as any agent — the
     verifier included, in this machine's sandbox.
 
@@ -248,8 +250,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     verifier = protocol.spec.verifier
     repeats = verifier.repeats if verifier is not None else 1
     sealed = [SealedFile(f.path, f.sha256, f.mode) for f in files]
+    confined = detect(want=sandbox)
+    if sandbox == "bwrap" and confined.kind != "bwrap":
+        raise Refused(f"--sandbox bwrap: no sandbox is available: {confined.reason}")
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
-                 verifier_sandbox=detect()) as harness:
+                 verifier_sandbox=confined) as harness:
         oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
         nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
     problems: list[str] = []
@@ -281,22 +286,27 @@ def _describe(result: Finished) -> tuple[str, str]:
 
 
 def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
-    """The oracle must pass every time, through the verifier, with the same test results."""
-    for result in runs:
-        outcome, detail = _describe(result)
-        if outcome != "pass":
-            return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    """The oracle must pass every time, through the verifier, with the same test results; a
+    task whose results change between identical runs is flaky whatever the verdicts were."""
     results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
-    if len(results) < 2:
-        return []
     differing = sorted({test_id for test_id in set().union(*results)
-                        if len({r.get(test_id, "missing") for r in results}) > 1})
-    if not differing:
-        return []
-    shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
-                                         if len(differing) > 10 else "")
-    return [f"{where} is flaky: test(s) {shown} gave different results across "
-            f"{len(runs)} oracle runs"]
+                        if len({r.get(test_id, "missing") for r in results}) > 1}
+                       ) if len(results) > 1 else []
+    if differing:
+        shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
+                                             if len(differing) > 10 else "")
+        return [f"{where} is flaky: test(s) {shown} gave different results across "
+                f"{len(runs)} oracle runs"]
+    verdicts = [_describe(result) for result in runs]
+    passes = sum(outcome == "pass" for outcome, _ in verdicts)
+    if 0 < passes < len(runs):
+        outcome, detail = next(v for v in verdicts if v[0] != "pass")
+        return [f"{where} is flaky: the oracle solver passed {passes} of {len(runs)} runs "
+                f"(otherwise {outcome}: {detail})"]
+    if passes == 0:
+        outcome, detail = verdicts[0]
+        return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    return []
 
 
 def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
@@ -363,7 +373,7 @@ class SealResult:
 
 
 def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
-         check_instrument: bool = True) -> SealResult:
+         check_instrument: bool = True, sandbox: SandboxChoice = "auto") -> SealResult:
     """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
     protocol = load(directory)
     classes, warnings = null_pack_checks(protocol)
@@ -374,7 +384,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     if problems:
         raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
     if check_instrument:
-        broken = instrument_problems(protocol, files, jobs)
+        broken = instrument_problems(protocol, files, jobs, sandbox)
         if broken:
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
