@@ -55,6 +55,17 @@ DIFFS: list[tuple[str, bytes, tuple[str, ...]]] = [
      b"+b\n--- a/m\n+++ b/m\n", ("m", "n")),
     ("CRLF", b"diff --git a/w.txt b/w.txt\r\n--- a/w.txt\r\n+++ b/w.txt\r\n", ("w.txt",)),
     ("nothing", b"just some words\n", ()),
+    ("binary patch, then a text file",
+     b"diff --git a/img.bin b/img.bin\nnew file mode 100644\nindex 0000000000000000000000000000"
+     b"000000000000..8d4cdd1bd6ba0c14e3e6fd7e0c6e1b0d8a1de5c5\nGIT binary patch\nliteral 3\n"
+     b"KcmZQzWMT#Y00aO5\n\nliteral 0\nHcmV?d00001\n\n" + b"--- a/next.txt\n+++ b/next.txt\n"
+     + HUNK, ("img.bin", "next.txt")),
+    ("forged binary data cannot hide a header",
+     b"diff --git a/img.bin b/img.bin\nGIT binary patch\nliteral 3\nKcmZQzW\n"
+     b"--- a/secrets/.env\n+++ b/secrets/.env\n" + HUNK, ("img.bin", "secrets/.env")),
+    ("a data line of the wrong length ends the binary section",
+     b"diff --git a/i b/i\nGIT binary patch\nliteral 3\nzcmZQzWMT#Y00aO5\n"
+     b"rename to secrets/.env\n", ("i", "secrets/.env")),
 ]
 
 
@@ -97,6 +108,36 @@ def test_diff_paths_agree_with_git_on_what_git_prints(tmp_path: Path) -> None:
     expected = {n.decode() for n in listed if n and not n[:1].isupper()}
     assert set(diff_paths(diff)) == expected
     assert "moved sp ace.txt" in expected and "tab\there.txt" in expected
+
+
+def test_diff_paths_read_gits_binary_patches(tmp_path: Path) -> None:
+    """`git diff --binary` with binary files added, changed, renamed and deleted (literal and
+    delta hunks), between text files: the same paths git lists, and nothing from the
+    base85 data."""
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=tmp_path, env=GIT_ENV, check=True,
+                              capture_output=True).stdout
+    big = bytes(range(256)) * 64
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / "logo.bin").write_bytes(big)
+    (tmp_path / "old.bin").write_bytes(b"\x00gone\x00")
+    (tmp_path / "moved.bin").write_bytes(b"\x00\x01" * 300)
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (tmp_path / "logo.bin").write_bytes(big[:-3] + b"\x00\x00\x00")  # a delta hunk
+    (tmp_path / "new.bin").write_bytes(os.urandom(200))  # a literal one
+    (tmp_path / "old.bin").unlink()
+    os.rename(tmp_path / "moved.bin", tmp_path / "sub dir.bin")
+    (tmp_path / "sub dir.bin").write_bytes(b"\x00\x01" * 299 + b"\x00\x02")
+    (tmp_path / "z.txt").write_text("z\n")
+    git("add", "-A")
+    diff = git("diff", "--cached", "--binary", "-M")
+    assert b"delta " in diff and b"literal " in diff
+    listed = git("diff", "--cached", "-M", "--name-status", "-z").split(b"\0")
+    expected = {n.decode() for n in listed if n and not n[:1].isupper()}
+    assert set(diff_paths(diff)) == expected
+    assert {"logo.bin", "new.bin", "old.bin", "moved.bin", "sub dir.bin", "z.txt"} == expected
 
 
 LINKS = {"d": ".", "up": "..", "loop1": "loop2", "loop2": "loop1", "sub/back": "..",

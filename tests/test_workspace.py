@@ -1,11 +1,15 @@
-"""The harness's diff is what `git diff` prints for the same change (docs/isolation.md).
+"""The harness's diff is what `git diff --binary` prints for the same change
+(docs/protocol.md#solverdiff_source, docs/isolation.md).
 
 Each case builds a fixture, makes one kind of change both in a real git repository (the way a
-user makes an oracle) and in a harness workspace, and compares the bytes.
+user makes an oracle) and in a harness workspace, and compares the bytes. Binary content is
+part of the diff: two different binary edits never produce the same diff, and an oracle made
+with `git diff --binary` seals and passes (the end-to-end test at the bottom).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -14,9 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from toy import GIT_ENV
+from example_helpers import metric
+from toy import GIT_ENV, SOLVER, add_dataset_task, make_protocol, write_solver
 
+from sealbench.ledger import Ledger
 from sealbench.patchpaths import diff_paths
+from sealbench.runner import RunOptions, run
+from sealbench.sealing import seal
 from sealbench.workspace import (
     MODE_EXEC,
     MODE_FILE,
@@ -125,7 +133,7 @@ def git_made_oracle(tmp: Path, changes: list[Change]) -> bytes:
     for change in changes:
         change(repo)
     _git(["add", "-A"], repo)
-    return _git(["diff", "--cached"], repo)
+    return _git(["diff", "--cached", "--binary"], repo)
 
 
 @pytest.fixture
@@ -224,3 +232,106 @@ def test_read_tree_skips_special_files(tmp_path: Path) -> None:
     tree = read_tree(tmp_path)
     assert list(tree) == ["f"]
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+
+
+# --------------------------------------------------------------------------- binary content
+
+LOGO_A = bytes(range(255, -1, -1)) * 4
+LOGO_B = bytes(range(256)) * 3 + bytes(range(255, -1, -1))
+
+
+def _harness_diff(tmp_path: Path, store: ObjectStore, name: str, data: bytes) -> bytes:
+    record = build_record(FIXTURE, store)
+    ws = tmp_path / name
+    record.materialize(ws)
+    (ws / "logo.bin").write_bytes(data)
+    return workspace_change(record, ws, store).diff
+
+
+def test_two_different_binary_edits_never_give_the_same_diff(tmp_path: Path,
+                                                             store: ObjectStore) -> None:
+    """Plain `git diff` prints "Binary files ... differ" for both edits, so any binary change
+    matched any other; the harness's diff carries the content, and the example's exact-diff
+    metric tells the two apart."""
+    diff_a = _harness_diff(tmp_path, store, "ws-a", LOGO_A)
+    diff_b = _harness_diff(tmp_path, store, "ws-b", LOGO_B)
+    assert b"GIT binary patch" in diff_a and b"GIT binary patch" in diff_b
+    assert diff_a != diff_b
+    oracle = tmp_path / "oracle.patch"
+    oracle.write_bytes(git_made_oracle(tmp_path / "a", [_edit("logo.bin", LOGO_A)]))
+    assert oracle.read_bytes() == diff_a
+    exact = metric()
+    assert exact.score(diff_a.decode(), str(oracle))["pass"] is True
+    assert exact.score(diff_b.decode(), str(oracle))["pass"] is False
+
+
+def test_without_binary_git_cannot_tell_binary_edits_apart(tmp_path: Path) -> None:
+    """The defect `--binary` removes, shown on real git: without it, two different binary
+    edits differ only in their `index` line, which the exact-diff metric ignores."""
+    texts = []
+    for name, data in (("a", LOGO_A), ("b", LOGO_B)):
+        repo = tmp_path / name
+        _lay_out(repo, FIXTURE)
+        _git(["init", "-q"], repo)
+        _git(["add", "-A"], repo)
+        _git(["commit", "-q", "-m", "fixture"], repo)
+        (repo / "logo.bin").write_bytes(data)
+        texts.append(_git(["diff"], repo))
+    assert b"Binary files a/logo.bin and b/logo.bin differ" in texts[0]
+    oracle = tmp_path / "plain-oracle.patch"
+    oracle.write_bytes(texts[0])
+    assert metric().score(texts[1].decode(), str(oracle))["pass"] is True
+
+
+def test_a_binary_diff_applies_back_with_git_apply(tmp_path: Path, store: ObjectStore) -> None:
+    """The recorded diff rebuilds the attempt's files (what re-grading a diff relies on)."""
+    diff = _harness_diff(tmp_path, store, "ws", LOGO_B)
+    target = tmp_path / "target"
+    _lay_out(target, FIXTURE)
+    subprocess.run(["git", "apply", "-"], cwd=target, input=diff, check=True, env=GIT_ENV)
+    assert (target / "logo.bin").read_bytes() == LOGO_B
+
+
+def test_a_binary_diff_past_the_cap_is_cut_and_flagged(tmp_path: Path,
+                                                       store: ObjectStore) -> None:
+    """max_diff_bytes caps binary content too (random bytes do not compress)."""
+    noise = os.urandom(1 << 20)
+    record = build_record(FIXTURE, store)
+    ws = tmp_path / "ws"
+    record.materialize(ws)
+    (ws / "noise.bin").write_bytes(noise)
+    change = workspace_change(record, ws, store, max_diff=64 * 1024)
+    assert change.diff_too_large is not None and "max_diff_bytes" in change.diff_too_large
+    assert len(change.diff) == 64 * 1024
+    whole = workspace_change(record, ws, store, max_diff=4 << 20)
+    assert whole.diff_too_large is None and len(whole.diff) > len(noise)  # base85: 5 per 4
+
+
+BINARY_SOLVER = SOLVER + '''
+import json
+if os.path.exists("logo.bin"):
+    open("logo.bin", "wb").write(bytes(json.loads(os.environ["LOGO"])))
+'''
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize(("logo", "outcome"), [(LOGO_A, "pass"), (LOGO_B, "fail")],
+                         ids=["same-edit", "different-edit"])
+def test_a_binary_oracle_made_with_git_diff_binary_seals_and_grades(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logo: bytes, outcome: str) -> None:
+    """Acceptance 4 of issue 10: a task whose oracle `git diff --binary` made seals (the
+    oracle solver applies it and passes, do-nothing fails), a solver making the same binary
+    edit passes and one making a different binary edit fails."""
+    proto = make_protocol(tmp_path / "proto", n=3)
+    add_dataset_task(proto, "bin-001", {"logo.bin": bytes(range(256)) * 4},
+                     {"logo.bin": LOGO_A}, "Redraw logo.bin.")
+    assert b"GIT binary patch" in (proto / "oracles" / "bin-001.patch").read_bytes()
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    seal(proto, ledger=ledger)  # the instrument check: oracle passes, do-nothing fails
+    monkeypatch.setenv("LOGO", json.dumps(list(logo)))
+    result = run(proto, write_solver(tmp_path / "agent", BINARY_SOLVER), ledger=ledger,
+                 options=RunOptions(jobs=2))
+    rows = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
+    assert rows["bin-001"]["outcome"] == outcome, rows["bin-001"]["detail"]
+    assert b"GIT binary patch" in ledger.get_artifact(rows["bin-001"]["diff"])
+    assert all(rows[f"toy-{i:03d}"]["outcome"] == "pass" for i in range(3))

@@ -91,29 +91,40 @@ def git(args: list[str], cwd: Path) -> bytes:
                           capture_output=True).stdout
 
 
-def oracle_for(before: dict[str, str], after: dict[str, str], scratch: Path) -> bytes:
-    """What `git diff` prints for the change before -> after (the way users make oracles)."""
+Files = dict[str, str] | dict[str, bytes]
+
+
+def write_files(root: Path, files: Files) -> None:
+    """Lay out text (str) or binary (bytes) files under root."""
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (root / rel).write_bytes(content)
+        else:
+            (root / rel).write_text(content)
+
+
+def oracle_for(before: Files, after: Files, scratch: Path, *, binary: bool = False) -> bytes:
+    """What `git diff` (`git diff --binary` with binary=True) prints for the change
+    before -> after (the way users make oracles)."""
     scratch.mkdir(parents=True)
-    for rel, text in before.items():
-        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-        (scratch / rel).write_text(text)
+    write_files(scratch, before)
     git(["init", "-q"], scratch)
     git(["add", "-A"], scratch)
     git(["commit", "-q", "--allow-empty", "-m", "base"], scratch)
-    for rel, text in after.items():
-        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
-        (scratch / rel).write_text(text)
+    write_files(scratch, after)
     git(["add", "-A"], scratch)
-    return git(["diff", "--cached"], scratch)
+    return git(["diff", "--cached", *(["--binary"] if binary else [])], scratch)
 
 
-def _task(root: Path, tid: str, before: dict[str, str], after: dict[str, str], prompt: str,
+def _task(root: Path, tid: str, before: Files, after: Files, prompt: str,
           **extra: object) -> dict[str, object]:
-    fixture = root / "fixtures" / tid
-    for rel, text in before.items():
-        (fixture / rel).parent.mkdir(parents=True, exist_ok=True)
-        (fixture / rel).write_text(text)
-    oracle = oracle_for(before, after, root.parent / f".scratch-{root.name}" / tid)
+    """One task's fixture and oracle; binary content (bytes) gets a `git diff --binary`
+    oracle, as a real history's would be."""
+    write_files(root / "fixtures" / tid, before)
+    binary = any(isinstance(v, bytes) for v in [*before.values(), *after.values()])
+    oracle = oracle_for(before, after, root.parent / f".scratch-{root.name}" / tid,
+                        binary=binary)
     (root / "oracles").mkdir(exist_ok=True)
     (root / "oracles" / f"{tid}.patch").write_bytes(oracle)
     return {"id": tid, "repo": f"fixtures/{tid}", "oracle": f"oracles/{tid}.patch",
@@ -155,6 +166,15 @@ def make_protocol(root: Path, *, n: int = 4, min_n: int = 3, timeout: float = 20
     ]
     (root / "tasks" / "null.jsonl").write_text("".join(json.dumps(r) + "\n" for r in controls))
     return root
+
+
+def add_dataset_task(root: Path, tid: str, before: Files, after: Files, prompt: str,
+                     **extra: object) -> dict[str, object]:
+    """Append one task to a toy protocol's dataset and return its row (see _task)."""
+    row = _task(root, tid, before, after, prompt, **extra)
+    with (root / "tasks" / "dataset.jsonl").open("a") as handle:
+        handle.write(json.dumps(row) + "\n")
+    return row
 
 
 def write_solver(directory: Path, body: str = SOLVER, name: str = "solve.py") -> str:

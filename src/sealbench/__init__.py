@@ -10,6 +10,8 @@ The Python API mirrors the CLI, one function per command:
     sealbench.build_report(ledger, run_id)   # sealbench report RUN_ID
     sealbench.Ledger(path).runs()            # sealbench runs
     sealbench.demo()                         # sealbench demo
+    sealbench.import_swebench(file, repos=..., out=...)  # sealbench import swebench FILE
+    sealbench.predictions(ledger, run_id)    # sealbench export RUN_ID --format swebench-...
 """
 
 __version__ = "0.1.0"
@@ -32,6 +34,8 @@ _EXPORTS = {
     "seal": "sealbench.sealing",
     "verify": "sealbench.sealing",
     "compare_runs": "sealbench.compare",
+    "import_swebench": "sealbench.swebench",
+    "predictions": "sealbench.swebench",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

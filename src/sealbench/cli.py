@@ -46,6 +46,15 @@ from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
 from sealbench.sealing import seal as seal_protocol
 from sealbench.sealing import verify as verify_protocol
+from sealbench.swebench import (
+    DEFAULT_TIMEOUT_SEC,
+    NULL_PACK_FILE,
+    PREDICTIONS_FORMAT,
+    REVIEW_FILE,
+    import_swebench,
+    prediction_lines,
+    predictions,
+)
 from sealbench.textsafe import terminal_safe
 
 EXIT_HELP = "\n\nExit status: 0 done, 2 bad input or usage, 3 refused."
@@ -344,21 +353,90 @@ def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
                   f"({item['how']})", markup=False)
 
 
-@main.command(help="Write RUN_ID as JSONL, one attempt a line, with everything needed to "
-              "recompute its figures." + EXIT_HELP)
+@main.command(help="Write RUN_ID as JSONL, one line each: by default every attempt with "
+              "everything needed to recompute its figures (sealbench-export/v2); with "
+              "--format swebench-predictions one prediction per dataset task (instance_id, "
+              "model_name_or_path, model_patch) as SWE-bench's harness reads them (epoch 0; "
+              "an attempt that did not end pass or fail exports an empty patch)." + EXIT_HELP)
 @click.argument("run_id")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
               help="File to write (default: standard output).")
+@click.option("--format", "fmt", type=click.Choice(["sealbench", PREDICTIONS_FORMAT]),
+              default="sealbench", show_default=True)
+@click.option("--model-name", default=None,
+              help="model_name_or_path of swebench-predictions (default: the run's solver "
+                   "command).")
 @ledger_option
-def export(run_id: str, output: Path | None, ledger_path: Path | None) -> None:
+def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
+           ledger_path: Path | None) -> None:
     with _errors():
-        lines = list(export_lines(_ledger(ledger_path, create=False), run_id))
+        ledger = _ledger(ledger_path, create=False)
+        if fmt == PREDICTIONS_FORMAT:
+            lines = prediction_lines(predictions(
+                ledger, run_id, model_name=model_name,
+                warn=lambda message: err.print(f"warning: {message}", markup=False)))
+            what = "predictions"
+        elif model_name is not None:
+            raise BadInput(f"--model-name: applies only to --format {PREDICTIONS_FORMAT}")
+        else:
+            lines = list(export_lines(ledger, run_id))
+            what = "attempts"
     text = "".join(line + "\n" for line in lines)
     if output is None:
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {len(lines)} attempts to {output}", markup=False)
+        err.print(f"wrote {len(lines)} {what} to {output}", markup=False)
+
+
+@main.group("import", help="Write a protocol directory (unsealed) from a benchmark in another "
+            "format." + EXIT_HELP)
+def import_group() -> None:
+    pass
+
+
+@import_group.command("swebench", help="Write a protocol directory from SWE-bench instance "
+                      "rows (INSTANCES: JSON array or JSON Lines) and local git repositories "
+                      "(DIR/owner__name, clones or bare mirrors): fixtures are the trees at "
+                      "base_commit without history, oracles the patches, hidden tests the "
+                      "files test_patch touches, graded by tests_v1. Without --null-pack a "
+                      "STARTER null pack is written that you must review before sealing "
+                      "(docs/swebench.md). Nothing is written unless every instance imports."
+                      + EXIT_HELP)
+@click.argument("instances", type=click.Path(path_type=Path))
+@click.option("--repos", required=True, type=click.Path(path_type=Path),
+              help="Directory of git repositories named owner__name.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Protocol directory to write; must be new or empty.")
+@click.option("--null-pack", type=click.Path(path_type=Path), default=None,
+              help="Your null pack (JSON Lines); paths relative to the protocol directory, "
+                   "those the import does not write copied from beside the file.")
+@click.option("--protocol-id", default=None,
+              help="protocol_id (default: swebench.<name of INSTANCES>).")
+@click.option("--min-n", type=int, default=None,
+              help="publish.min_n (default: the number of instances).")
+@click.option("--timeout", "timeout_sec", type=float, default=DEFAULT_TIMEOUT_SEC,
+              show_default=True, help="budget.timeout_sec and verifier.timeout_sec.")
+@click.option("--python", "python", default="python", show_default=True,
+              help="Interpreter the verifier runs pytest with (with --requirements, python "
+                   "is the sealed environment's).")
+@click.option("--requirements", type=click.Path(path_type=Path), default=None,
+              help="Requirements file of the sealed environment (copied; environment:).")
+def import_swebench_cmd(instances: Path, repos: Path, out_dir: Path, null_pack: Path | None,
+                        protocol_id: str | None, min_n: int | None, timeout_sec: float,
+                        python: str, requirements: Path | None) -> None:
+    with _errors():
+        result = import_swebench(instances, repos=repos, out=out_dir, null_pack=null_pack,
+                                 protocol_id=protocol_id, min_n=min_n, timeout_sec=timeout_sec,
+                                 python=python, requirements=requirements)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    pack = (f"STARTER: review {result.out / NULL_PACK_FILE} before sealing "
+            f"({result.out / REVIEW_FILE})" if result.starter_null_pack
+            else f"from {null_pack}")
+    out.print(f"imported {result.instances} instances\nprotocol  {result.protocol_id}\n"
+              f"wrote     {result.out}\nnull pack {pack}\nnext:     sealbench seal "
+              f"{result.out}", markup=False)
 
 
 @main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and "

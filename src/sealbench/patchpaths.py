@@ -11,7 +11,12 @@ the way git does, or a solver escapes the checks by spelling: C-quoted names wit
 - `---`/`+++` names lose one leading component (`-p1`), bare ones end at a TAB; `/dev/null`
   is no file;
 - `rename from/to`, `copy from/to`, `rename old/new` names are taken whole;
-- hunk bodies are skipped by their line counts, so a removed line reading `-- x` is not a name.
+- hunk bodies are skipped by their line counts, so a removed line reading `-- x` is not a name;
+- a `GIT binary patch` (what `git diff --binary` prints) is skipped line by line as git's
+  parse_binary reads it: `literal N` / `delta N` headers, base85 data lines whose length
+  character agrees with their length, and the blank line ending each of its two parts. The
+  first line that is none of these ends the binary section and is read as a header again, so
+  a malformed "binary" section can never hide a name git would read.
 
 A name whose first component is not one of git's prefixes (`a/`, `b/`, the mnemonic `c/ i/
 o/ w/ 1/ 2/`) is also recorded unstripped: another tool (`patch -p0`) would write there, and a
@@ -31,6 +36,26 @@ C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("f"): 12, ord("n"): 10, ord("r"): 13,
 HUNK = re.compile(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 WHOLE_NAME_HEADERS = (b"rename from ", b"rename to ", b"copy from ", b"copy to ",
                       b"rename old ", b"rename new ")
+BINARY_START = b"GIT binary patch"
+BINARY_HUNK = re.compile(rb"^(?:literal|delta) \d+$")
+BASE85_LINE = re.compile(rb"^[A-Za-z][0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]+$")
+
+
+def is_binary_data_line(line: bytes) -> bool:
+    """A base85 line of a binary hunk: its first character says how many bytes it decodes
+    to (A-Z = 1-26, a-z = 27-52), and it must be exactly the five characters per four bytes
+    that many bytes take (the check git apply makes before calling a patch corrupt)."""
+    if BASE85_LINE.match(line) is None:
+        return False
+    first = line[0]
+    size = first - ord("A") + 1 if first <= ord("Z") else first - ord("a") + 27
+    return len(line) - 1 == (size + 3) // 4 * 5
+
+
+def _in_binary_patch(line: bytes) -> bool:
+    """Is this line part of a binary patch's body (read after `GIT binary patch`)?"""
+    line = line.rstrip(b"\r")
+    return line == b"" or BINARY_HUNK.match(line) is not None or is_binary_data_line(line)
 
 
 def unquote_c(text: bytes) -> tuple[bytes, bytes] | None:
@@ -130,7 +155,12 @@ def diff_paths(diff: bytes) -> tuple[str, ...]:
     """Every path a git-format (or traditional unified) diff touches, sorted."""
     paths: set[str] = set()
     old_left = new_left = 0
+    in_binary = False
     for line in diff.split(b"\n"):
+        if in_binary:
+            if _in_binary_patch(line):
+                continue
+            in_binary = False  # not binary data: read it as a header
         if old_left > 0 or new_left > 0:  # inside a hunk: content, not headers
             marker = line[:1]
             if marker in (b" ", b""):
@@ -149,6 +179,8 @@ def diff_paths(diff: bytes) -> tuple[str, ...]:
         if hunk is not None:
             old_left = int(hunk.group(1)) if hunk.group(1) is not None else 1
             new_left = int(hunk.group(2)) if hunk.group(2) is not None else 1
+        elif line.rstrip(b"\r") == BINARY_START:
+            in_binary = True
         elif line.startswith(b"diff --git "):
             for name in _header_names(line[len(b"diff --git "):].rstrip(b"\r")):
                 _add_prefixed(paths, name)

@@ -197,14 +197,20 @@ class ObjectStore:
         return root
 
     def diff(self, old_tree: str, new_tree: str, max_bytes: int | None = None) -> bytes:
-        """What porcelain `git diff` prints between two trees (renames, modes, binary notes).
+        """What `git diff --binary` prints between two trees: renames, modes, and binary
+        files *with their content*, as `git apply` takes them (and, on a binary file's
+        `index` line, its full blob ids, which `git apply` checks).
+
+        `--binary` because without it git prints only "Binary files a/x and b/x differ": any
+        change to a binary file would look like any other to a metric, an oracle made with
+        `git diff --binary` could never match, and the recorded diff could not be re-applied.
 
         With max_bytes, at most max_bytes + 1 bytes come back (one more than allowed says the
         diff is too large) and git is stopped there: the harness's memory and the artifact
-        store must not grow with what the solver wrote.
+        store must not grow with what the solver wrote (binary content included).
         """
         args = ["-c", "core.quotePath=true", "-c", "diff.renames=true", "-c", "color.ui=false",
-                "diff", "--no-ext-diff", "--no-textconv", old_tree, new_tree]
+                "diff", "--binary", "--no-ext-diff", "--no-textconv", old_tree, new_tree]
         if max_bytes is None:
             return git(args, cwd=self.path, home=self.path)
         return git_capped(args, cwd=self.path, home=self.path, max_bytes=max_bytes)
