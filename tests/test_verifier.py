@@ -363,6 +363,14 @@ def test_python_executable_used_by_the_toy_verifier_has_pytest() -> None:
 # --------------------------------------------------------------------------- hostile solvers
 
 # Each leaves `add` broken and tries to make the hidden tests pass anyway, or to read them.
+SHADOW_PYTEST = """
+        open("pytest.py", "w").write(
+            "import sys\\n"
+            "junit = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml=')][0]\\n"
+            "open(junit, 'w').write('<testsuite><testcase classname=\\"tests.test_hidden\\" "
+            "name=\\"test_add\\"/><testcase classname=\\"tests.test_hidden\\" "
+            "name=\\"test_sub\\"/></testsuite>')\\n")
+    """
 TAMPERING = {
     "fakes the hidden test file at its path": """
         import os
@@ -388,7 +396,17 @@ TAMPERING = {
         import os
         os.makedirs("tests/test_hidden.py/x")
     """,
+    "shadows pytest with its own module": SHADOW_PYTEST,
+    "plants a conftest.py that passes every test": """
+        open("conftest.py", "w").write(
+            "import pytest\\n\\n\\n@pytest.hookimpl(hookwrapper=True)\\n"
+            "def pytest_runtest_makereport(item, call):\\n"
+            "    outcome = yield\\n    outcome.get_result().outcome = 'passed'\\n")
+    """,
 }
+# what the runner would run instead of the tests: caught by verifier.protected
+RUNNER_ATTACKS = {"shadows pytest with its own module",
+                  "plants a conftest.py that passes every test"}
 
 
 def _tamper_solver(body: str) -> str:
@@ -417,10 +435,47 @@ def test_tampering_with_tests_cannot_change_the_verifiers_result(
     records = _records(ledger, result.run_id)
     for tid in ("calc-000", "calc-001", "calc-002"):
         record = records[tid]
+        if how in RUNNER_ATTACKS:
+            assert record["outcome"] == "violation", (how, tid, record["detail"])
+            assert "verifier.protected" in record["detail"]
+            continue
         assert record["outcome"] in ("fail", "violation"), (how, tid, record["detail"])
         if record["outcome"] == "fail":
             assert record["tests"]["results"]["tests.test_hidden.test_add"] == "failed", how
     assert result.report["mean"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_without_protection_a_shadowed_runner_would_pass(tmp_path: Path) -> None:
+    """Why verifier.protected exists: with it emptied, the fake pytest module above makes
+    every broken task pass — the code under test runs in the runner's process."""
+    proto = make_tested_protocol(tmp_path / "p", n=3, repeats=1)
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(text.replace("  repeats: 1\n",
+                                                      "  repeats: 1\n  protected: []\n"))
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "s", _tamper_solver(SHADOW_PYTEST))
+    result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
+    assert result.report["mean"] == 1.0
+
+
+@pytest.mark.parametrize(("paths", "hits"), [
+    (["calc.py", "tests/test_x.py"], []),
+    (["conftest.py", "sub/conftest.py"], ["conftest.py", "sub/conftest.py"]),
+    (["pytest.py", "_pytest/main.py", "lib/_pytest/x.py"],
+     ["_pytest/main.py", "lib/_pytest/x.py", "pytest.py"]),
+    (["a.pth", "sitecustomize.py", "pytest.ini"], ["a.pth", "pytest.ini", "sitecustomize.py"]),
+    (["mypytest.py", "conftest.pyc"], []),
+])
+def test_protected_hits_default_patterns(paths: list[str], hits: list[str]) -> None:
+    from sealbench.protocol import DEFAULT_PROTECTED
+    from sealbench.verifier import protected_hits
+
+    assert list(protected_hits(paths, DEFAULT_PROTECTED)) == hits
+    assert protected_hits(["docs/x/conf.py"], ["docs/*/conf.py"]) == ("docs/x/conf.py",)
+    assert protected_hits(["docs/x/conf.py"], ["conf.py/"]) == ()
 
 
 @pytest.mark.slow

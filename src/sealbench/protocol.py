@@ -70,6 +70,10 @@ class MetricRef(_Strict):
         return self
 
 
+DEFAULT_PROTECTED = ("conftest.py", "pytest.py", "_pytest", "py.py", "pluggy", "pytest.ini",
+                     "sitecustomize.py", "usercustomize.py", "*.pth")
+
+
 class VerifierSpec(_Strict):
     """How hidden tests are run after the solver (docs/protocol.md#the-verifier).
 
@@ -84,6 +88,9 @@ class VerifierSpec(_Strict):
     repeats: int = Field(default=3, ge=1, le=20)
     max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_memory_mb: int = Field(default=4096, ge=64)
+    # paths an attempt's diff may not touch: what would run inside the test runner's own
+    # process before or instead of the tests (docs/protocol.md#what-the-verifier-trusts)
+    protected: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED))
 
 
 class EnvironmentSpec(_Strict):

@@ -25,7 +25,7 @@ from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import Task
 from sealbench.sandbox import CagePool, Mounts, Sandbox
-from sealbench.verifier import VerifierRun
+from sealbench.verifier import VerifierRun, protected_hits
 from sealbench.workspace import (
     MAX_ENTRIES,
     Change,
@@ -389,6 +389,12 @@ def judge(
                       f"{change.unreadable}")
     if forbidden:
         return result("violation", f"wrote forbidden path(s): {', '.join(forbidden)}")
+    verifier = ctx.grader.verifier
+    guarded = protected_hits((*change.touched, *change.written),
+                             verifier.spec.protected) if verifier is not None else ()
+    if guarded:
+        return result("violation", f"changed path(s) the verifier protects "
+                      f"(verifier.protected): {', '.join(guarded)}")
     if change.escaping_links:
         return result("violation",
                       "symlink(s) leading out of the workspace: "

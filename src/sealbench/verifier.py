@@ -11,6 +11,7 @@ workspace only after the solver's processes are gone.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
 import shutil
@@ -18,7 +19,7 @@ import stat
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from sealbench.errors import InfrastructureError
@@ -161,6 +162,22 @@ def resolved(run: VerifierRun, fail_to_pass: Iterable[str], pass_to_pass: Iterab
                       for label, test_id, outcome in not_passed[:5])
     more = f" (and {len(not_passed) - 5} more)" if len(not_passed) > 5 else ""
     return False, f"{len(not_passed)} listed test(s) did not pass: {shown}{more}"
+
+
+def protected_hits(paths: Iterable[str], patterns: Iterable[str]) -> tuple[str, ...]:
+    """The paths a protected pattern matches. A pattern with a `/` is matched against the
+    whole path; one without against every component, so `conftest.py` is any conftest and
+    `_pytest` any file under a directory of that name."""
+    rules = list(patterns)
+    hits = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        for rule in rules:
+            if fnmatch.fnmatchcase(path, rule) if "/" in rule else any(
+                    fnmatch.fnmatchcase(part, rule) for part in parts):
+                hits.append(path)
+                break
+    return tuple(sorted(set(hits)))
 
 
 # --------------------------------------------------------------------------- the command
