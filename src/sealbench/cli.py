@@ -110,9 +110,13 @@ def init(directory: Path, example: str) -> None:
 @click.argument("directory", type=click.Path(path_type=Path))
 @ledger_option
 @click.option("--jobs", default=2, show_default=True, help="Parallel instrument-check attempts.")
-def seal(directory: Path, ledger_path: Path | None, jobs: int) -> None:
+@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "none"]), default="auto",
+              show_default=True, help="Where the verifier runs the hidden tests during the "
+              "instrument check; auto uses bubblewrap when it works.")
+def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str) -> None:
     with _errors():
-        result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs)
+        result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs,
+                               sandbox=sandbox)  # type: ignore[arg-type]
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     out.print(f"sealed {result.protocol_id}\nidentity {result.identity}\n"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.process import Execution, execute
 from sealbench.sandbox import (
     INSTALL_HINT,
     Mounts,
@@ -26,7 +27,6 @@ from sealbench.sandbox import (
     new_cage,
 )
 from sealbench.sandbox import command_files as solver_files
-from sealbench.solver import Execution, execute
 
 SECRET = "sealbench-doctor-secret-"
 RAN = "sealbench-doctor-ran"

@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sealbench.errors import BadInput, InfrastructureError, Refused
-from sealbench.metric import Metric
+from sealbench.metric import Grader, MetricRunner
+from sealbench.process import AttemptInterrupted
 from sealbench.protocol import Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
-from sealbench.solver import (
-    AttemptContext,
-    AttemptInterrupted,
-    AttemptResult,
-    Solver,
-    run_attempt,
-)
+from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
+from sealbench.verifier import Verifier
 from sealbench.workspace import (
     MODE_LINK,
     Entry,
@@ -134,6 +130,7 @@ class Harness:
         abort: threading.Event | None = None,
         scratch: Path | None = None,
         attempt_id: Callable[[Task, int], str] | None = None,
+        verifier_sandbox: Sandbox | None = None,
     ) -> None:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
@@ -152,20 +149,32 @@ class Harness:
         self._oracles.mkdir()
         spec = protocol.spec
         module = spec.metric.module
-        if module is None:  # replaced by the out-of-process metric runner in this change
-            raise BadInput("metric.builtin: not supported yet")
-        self.metric = Metric.from_bytes(self.read_verified(protocol.resolve(module)), module)
+        code = self.read_verified(protocol.resolve(module)) if module is not None else None
+        self._tests: dict[Path, Tree] = {}
+        hidden_all = (protocol.root, self.scratch, *hidden)
+        try:
+            self.metric = MetricRunner(spec.metric, code, self.scratch,
+                                       verifier_sandbox or sandbox, (protocol.root, *hidden))
+        except BaseException:
+            self.cages.close()
+            remove_tree(self.scratch)
+            raise
+        self.verifier = None if spec.verifier is None else Verifier(
+            spec.verifier.model_copy(
+                update={"timeout_sec": spec.verifier.timeout_sec * timeout_scale}),
+            verifier_sandbox or sandbox, self.record_for, self.tests_for,
+            hidden_all, self.cages)
         self.context = AttemptContext(
             sandbox=sandbox,
             store=self.store,
             scratch=self.scratch,
-            metric=self.metric,
+            grader=Grader(self.metric, self.verifier, self.oracle_path),
             timeout=spec.budget.timeout_sec * timeout_scale,
             diff_source=spec.solver.diff_source,
             max_files_touched=spec.budget.max_files_touched,
             oracle_path=self.oracle_path,
             record_for=self.record_for,
-            hidden=(protocol.root, self.scratch, *hidden),
+            hidden=hidden_all,
             output_cap=spec.budget.max_output_bytes,
             max_processes=spec.budget.max_processes,
             max_workspace_bytes=spec.budget.max_workspace_bytes,
@@ -180,6 +189,7 @@ class Harness:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.metric.close()
         self.cages.close()
         remove_tree(self.scratch)
 
@@ -218,10 +228,23 @@ class Harness:
                 self._records[task.repo] = record
             return record
 
-    def _fixture_tree(self, repo: Path | None) -> Tree:
-        if repo is None:
+    def tests_for(self, task: Task) -> Tree:
+        """The task's hidden test files, read once per run from verified bytes."""
+        if task.tests is None:
             return {}
-        prefix = self._rel(repo) + "/"
+        with self._records_lock:
+            tree = self._tests.get(task.tests)
+            if tree is None:
+                tree = self._sealed_tree(task.tests)
+                self._tests[task.tests] = tree
+            return tree
+
+    def _fixture_tree(self, repo: Path | None) -> Tree:
+        return {} if repo is None else self._sealed_tree(repo)
+
+    def _sealed_tree(self, directory: Path) -> Tree:
+        """Every sealed file under a protocol directory, by path inside it, verified."""
+        prefix = self._rel(directory) + "/"
         tree: Tree = {}
         for rel, sealed in self.files.items():
             if not rel.startswith(prefix):

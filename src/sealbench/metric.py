@@ -1,18 +1,75 @@
-"""The sealed metric function (docs/protocol.md, docs/sealing.md).
+"""The metric stage: hidden tests (if the protocol has a verifier), then the sealed metric
+(docs/protocol.md#the-metric).
 
-The metric is compiled from the bytes that were hashed and checked against the lock, never
-re-read from disk afterwards: a metric file swapped between `verify` and scoring must not score.
+A metric module is user code, so it never runs inside sealbench's process: it is compiled in a
+worker process from the bytes that were hashed and checked against the lock (never re-read from
+disk: a metric file swapped between `verify` and scoring must not score), each call has a
+timeout, and whatever it prints goes to a log, never into sealbench's output. Workers are kept
+between calls (one per concurrent attempt) so a run pays an interpreter start-up per worker,
+not per attempt. The built-in `tests_v1` is sealbench's own pure function of the test results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import types
+import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sealbench.errors import BadInput, Refused
+from sealbench.protocol import MetricRef, Task
+from sealbench.sandbox import Mounts, Sandbox, command_files
+from sealbench.verifier import Verifier, VerifierRun, resolved
+
+METRIC_INTERFACE_VERSION = 2
+MAX_REPLY_BYTES = 1024 * 1024
+LOG_TAIL_BYTES = 300
+
+# The worker: reads the sealed code (length-prefixed) on stdin, answers one JSON line per
+# request on a private copy of fd 1; fd 1 itself then points at stderr (the log), so a metric's
+# print() can never be mistaken for its answer.
+WORKER = r"""
+import json, os, sys, types
+reply = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+path, interface = sys.argv[1], int(sys.argv[2])
+source = sys.stdin.buffer
+code = source.read(int(source.readline()))
+module = types.ModuleType("sealbench_sealed_metric")
+module.__file__ = path
+def answer(obj):
+    reply.write(json.dumps(obj, default=repr) + "\n")
+    reply.flush()
+try:
+    exec(compile(code, path, "exec"), module.__dict__)
+    score = getattr(module, "score", None)
+    if not callable(score):
+        raise LookupError("the module defines no score() function")
+except BaseException as exc:
+    answer({"load_error": f"{type(exc).__name__}: {exc}"})
+    raise SystemExit(0)
+answer({"ready": True})
+for line in source:
+    request = json.loads(line)
+    try:
+        if interface == 1:
+            raw = score(request["diff"], request["oracle_path"])
+        else:
+            raw = score(request["attempt"])
+        answer({"raw": raw})
+    except BaseException as exc:
+        answer({"error": f"{type(exc).__name__}: {exc}"})
+"""
 
 
 @dataclass(frozen=True)
@@ -25,44 +82,184 @@ class MetricResult:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Metric:
-    """A loaded `score(result_diff, oracle_path) -> {"pass": bool, "metric": str}`."""
+class MetricFailure(Exception):
+    """A metric worker that died, hung or answered nonsense."""
 
-    path: str
-    sha256: str
-    function: Any
 
-    @classmethod
-    def from_bytes(cls, code: bytes, path: str, expected_sha256: str | None = None) -> Metric:
-        """Compile a metric module from verified bytes; refuse bytes that are not sealed."""
-        digest = hashlib.sha256(code).hexdigest()
-        if expected_sha256 is not None and digest != expected_sha256:
-            raise Refused(f"{path}: metric module differs from the sealed one (tampered)")
-        module = types.ModuleType("sealbench_sealed_metric")
-        module.__file__ = path
+class _Worker:
+    """One metric process; used by one attempt at a time."""
+
+    def __init__(self, code: bytes, path: str, interface: int, cwd: Path, log: Path,
+                 confine: Callable[[list[str]], list[str]]) -> None:
+        self.log = log
+        with log.open("ab") as err:
+            self.proc = subprocess.Popen(
+                confine([sys.executable, "-I", "-c", WORKER, path, str(interface)]), cwd=cwd,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
+                     "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
+                start_new_session=True,
+            )
+        self._buffer = b""
+        self.send(str(len(code)).encode() + b"\n" + code)
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
         try:
-            exec(compile(code, path, "exec"), module.__dict__)
-        except Exception as exc:  # the metric is user code: any failure is bad input
-            raise BadInput(
-                f"{path}: metric module failed to load: {type(exc).__name__}: {exc}"
-            ) from None
-        function = getattr(module, "score", None)
-        if not callable(function):
-            raise BadInput(f"{path}: field 'score': metric module defines no score() function")
-        return cls(path, digest, function)
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise MetricFailure(f"the metric process ended ({exc}){self.tail()}") from None
 
-    def score(self, result_diff: str, oracle_path: Path) -> MetricResult:
-        """Call the metric; any exception or malformed return becomes an `error`, not a crash."""
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """The next answer line; MetricFailure on timeout, death or a malformed line."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise MetricFailure(f"timed out after {timeout:g} s (metric.timeout_sec)")
+                if not selector.select(left):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise MetricFailure(f"the metric process ended{self.tail()}")
+                self._buffer += chunk
+                if len(self._buffer) > MAX_REPLY_BYTES:
+                    raise MetricFailure(f"answered more than {MAX_REPLY_BYTES} bytes")
+        line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            raw = self.function(result_diff, str(oracle_path))
-        except Exception as exc:  # user code
-            return MetricResult(False, "", {}, f"{type(exc).__name__}: {exc}")
-        if not isinstance(raw, dict) or not isinstance(raw.get("pass"), bool):
-            return MetricResult(False, "", {}, f"score() must return a dict with a bool 'pass', "
-                                f"got {raw!r:.200}")
-        name = raw.get("metric")
-        return MetricResult(raw["pass"], str(name) if name is not None else "", _jsonable(raw))
+            answer = json.loads(line)
+        except ValueError:
+            raise MetricFailure("answered something that is not JSON") from None
+        if not isinstance(answer, dict):
+            raise MetricFailure("answered something that is not a JSON object")
+        return answer
+
+    def tail(self) -> str:
+        with contextlib.suppress(OSError):
+            data = self.log.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace").strip()
+            if data:
+                return f"; it printed: {data}"
+        return ""
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, 9)
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+class MetricRunner:
+    """The protocol's metric: a sealed module run in worker processes, or a built-in."""
+
+    def __init__(self, ref: MetricRef, code: bytes | None, scratch: Path,
+                 sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = ()) -> None:
+        self.ref = ref
+        self.sandbox = sandbox
+        self.hidden = hidden
+        self.path = ref.module or f"builtin:{ref.builtin}"
+        self.sha256 = hashlib.sha256(code).hexdigest() if code is not None else None
+        self.code = code
+        self.scratch = scratch
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._started = 0
+        if code is not None:
+            if ref.sha256 not in ("PENDING_SEAL", self.sha256):
+                raise Refused(f"{self.path}: metric module differs from the sealed one "
+                              "(tampered)")
+            self._release(self._start())  # a module that does not load fails here, once
+
+    def _start(self) -> _Worker:
+        assert self.code is not None and self.ref.module is not None
+        with self._lock:
+            self._started += 1
+            number = self._started
+        worker = _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
+                         self.scratch / f"metric-{number}.log", self._confine)
+        try:
+            first = worker.receive(self.ref.timeout_sec)
+        except MetricFailure as exc:
+            worker.kill()
+            raise BadInput(f"{self.ref.module}: metric module failed to load: {exc}") from None
+        if "load_error" in first:
+            worker.kill()
+            reason = str(first["load_error"])
+            if reason.startswith("LookupError: the module defines no score()"):
+                raise BadInput(f"{self.ref.module}: field 'score': metric module defines no "
+                               "score() function")
+            raise BadInput(f"{self.ref.module}: metric module failed to load: {reason}")
+        return worker
+
+    def _confine(self, argv: list[str]) -> list[str]:
+        """With bubblewrap, the worker sees the run's scratch directory — oracles and the
+        graded workspaces — read-only, and the system; it keeps the network (a metric may
+        call a model as its judge). Without bubblewrap it runs as a plain process."""
+        if self.sandbox is None or self.sandbox.kind != "bwrap":
+            return argv
+        home = self.scratch / "metric-home"
+        home.mkdir(exist_ok=True)
+        mounts = Mounts(workspace=home, readable=(self.scratch,),
+                        runtime=command_files((sys.executable,)), hidden=self.hidden)
+        open_network = Sandbox("bwrap", self.sandbox.bwrap, network=True)
+        return open_network.wrap(argv, mounts)
+
+    def _acquire(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._start()
+
+    def _release(self, worker: _Worker) -> None:
+        with self._lock:
+            self._idle.append(worker)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+    def score(self, request: dict[str, Any], tests: VerifierRun | None,
+              task: Task) -> MetricResult:
+        """Score one attempt; any failure of the metric is an `error`, never a crash."""
+        if self.ref.builtin == "tests_v1":
+            if tests is None:
+                return MetricResult(False, "tests_v1", {}, "tests_v1 needs a verifier")
+            passed, why = resolved(tests, task.fail_to_pass, task.pass_to_pass)
+            return MetricResult(passed, "tests_v1",
+                                {"pass": passed, "metric": "tests_v1", "detail": why})
+        try:
+            worker = self._acquire()
+        except BadInput as exc:
+            return MetricResult(False, "", {}, str(exc))
+        try:
+            worker.send(json.dumps(request).encode() + b"\n")
+            answer = worker.receive(self.ref.timeout_sec)
+        except MetricFailure as exc:
+            worker.kill()
+            return MetricResult(False, "", {}, str(exc))
+        self._release(worker)
+        if "error" in answer:
+            return MetricResult(False, "", {}, str(answer["error"]))
+        return _checked(answer.get("raw"))
+
+
+def _checked(raw: Any) -> MetricResult:
+    if not isinstance(raw, dict) or not isinstance(raw.get("pass"), bool):
+        return MetricResult(False, "", {}, f"score() must return a dict with a bool 'pass', "
+                            f"got {raw!r:.200}")
+    name = raw.get("metric")
+    return MetricResult(raw["pass"], str(name) if name is not None else "", _jsonable(raw))
 
 
 def _jsonable(raw: dict[str, Any]) -> dict[str, Any]:
@@ -74,3 +271,64 @@ def _jsonable(raw: dict[str, Any]) -> dict[str, Any]:
         else:
             out[str(key)] = repr(value)
     return out
+
+
+# --------------------------------------------------------------------------- grading
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The verdict on one attempt's result: its outcome, why, and what decided it."""
+
+    outcome: Literal["pass", "fail", "error"]
+    detail: str
+    metric: MetricResult | None
+    tests: VerifierRun | None
+
+
+@dataclass
+class Grader:
+    """Verifier, then metric: what `judge` calls once the solver's own checks have passed."""
+
+    metric: MetricRunner
+    verifier: Verifier | None
+    oracle_path: Callable[[Task], Path]
+
+    def grade(self, task: Task, diff: bytes, attempt_dir: Path, workspace: Path) -> Grade:
+        tests = None
+        if self.verifier is not None:
+            tests = self.verifier.run(task, diff, attempt_dir / "verify")
+            if tests.problem is not None:  # cut short, not run, or the diff did not apply
+                return Grade("fail", tests.problem, None, tests)
+            workspace = attempt_dir / "verify" / "workspace"
+        request = self.request(task, diff, tests, workspace)
+        result = self.metric.score(request, tests, task)
+        if result.error is not None:
+            return Grade("error", f"metric failed: {result.error}", result, tests)
+        detail = result.name
+        if "detail" in result.raw and self.metric.ref.builtin is not None:
+            detail = f"{result.name}: {result.raw['detail']}"
+        return Grade("pass" if result.passed else "fail", detail, result, tests)
+
+    def request(self, task: Task, diff: bytes, tests: VerifierRun | None,
+                workspace: Path) -> dict[str, Any]:
+        """What the metric gets: interface 1 the seed's two arguments, interface 2 one
+        versioned object (docs/protocol.md#metric-interface-2)."""
+        text = diff.decode("utf-8", errors="replace")
+        oracle = str(self.oracle_path(task))
+        if self.metric.ref.interface == 1 or self.metric.ref.builtin is not None:
+            return {"diff": text, "oracle_path": oracle}
+        return {"attempt": {
+            "interface": METRIC_INTERFACE_VERSION,
+            "task_id": task.id,
+            "diff": text,
+            "oracle_path": oracle,
+            "workspace": str(workspace),
+            "fail_to_pass": list(task.fail_to_pass),
+            "pass_to_pass": list(task.pass_to_pass),
+            "tests": None if tests is None else [
+                {"id": t.id, "outcome": t.outcome, "message": t.message} for t in tests.tests],
+            "verifier": None if tests is None else {
+                "exit_code": tests.exit_code, "report_problem": tests.report_problem,
+                "duration": round(tests.duration, 4)},
+        }}

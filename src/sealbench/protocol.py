@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -605,7 +606,10 @@ def _verifier_problems(protocol: Protocol, name: str) -> list[Problem]:
     """Hidden tests and test-based grading need a verifier to run them: without one they
     would be sealed, hashed, and silently never run."""
     if protocol.spec.verifier is not None:
-        return []
+        loc = ("verifier", "command")
+        why = verifier_command_problem(protocol.spec.verifier.command)
+        return [] if why is None else [Problem(name, why, line_of(protocol.lines, loc),
+                                               dotted(loc))]
     problems = [Problem(task.source, "declares hidden tests or test ids, but protocol.yaml "
                         "has no verifier to run them", task.line,
                         "tests" if task.tests is not None else "fail_to_pass")
@@ -617,6 +621,19 @@ def _verifier_problems(protocol: Protocol, name: str) -> list[Problem]:
                                 "results, but protocol.yaml has no verifier",
                                 line_of(protocol.lines, loc), dotted(loc)))
     return problems
+
+
+def verifier_command_problem(command: str) -> str | None:
+    """Why a verifier command cannot be run, or None (it is split like a shell line)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return f"cannot be split into arguments: {exc}"
+    if not argv:
+        return "is empty"
+    if argv[0] == "{tests}":
+        return "must start with a program, not {tests}"
+    return None
 
 
 def _strata_problems(protocol: Protocol, name: str) -> list[Problem]:

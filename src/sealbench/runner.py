@@ -44,6 +44,7 @@ from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
 from sealbench.stats import derive_seed
+from sealbench.verifier import VerifierRun
 
 Event = Callable[[str, dict[str, Any]], None]
 # the installed copy of the example ships its oracles: a solver must not find them there
@@ -236,6 +237,24 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "forbidden_written": list(result.forbidden_written),
         "returncode": result.returncode,
         "duration": round(result.duration, 4),
+        "tests": tests_record(result.tests, ledger),
+    }
+
+
+def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | None:
+    """What the ledger keeps of the hidden tests' run: per-test outcomes inline (they decide
+    the score), the report and output as artifacts (docs/formats.md)."""
+    if tests is None:
+        return None
+    return {
+        "exit_code": tests.exit_code,
+        "problem": tests.problem,
+        "report_problem": tests.report_problem,
+        "results": {t.id: t.outcome for t in tests.tests},
+        "junit": ledger.put_artifact(tests.junit),
+        "stdout": ledger.put_artifact(tests.stdout),
+        "stderr": ledger.put_artifact(tests.stderr),
+        "duration": round(tests.duration, 4),
     }
 
 

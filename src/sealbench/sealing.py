@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sealbench.errors import BadInput, Problem, Refused
-from sealbench.harness import Harness, SealedFile
+from sealbench.harness import Finished, Harness, InfraFailure, SealedFile
 from sealbench.ledger import Ledger, canonical
 from sealbench.protocol import (
     LOCK_FILE,
@@ -37,8 +37,8 @@ from sealbench.protocol import (
     parse_yaml,
     validate_spec,
 )
-from sealbench.sandbox import Sandbox
-from sealbench.solver import DoNothingSolver, OracleSolver, Solver
+from sealbench.sandbox import Sandbox, detect
+from sealbench.solver import AttemptResult, DoNothingSolver, OracleSolver, Solver
 
 IDENTITY_FORMAT = "sealbench-identity/v3"
 LOCK_FORMAT: Final = "sealbench-lock/v3"
@@ -46,6 +46,7 @@ LOCK_FORMAT: Final = "sealbench-lock/v3"
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
 OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
 CHUNK = 1 << 20
+SandboxChoice = Literal["auto", "bwrap", "none"]
 Role = Literal["dataset", "null_pack", "metric", "oracle", "fixture", "tests", "environment"]
 DIGEST_FIELDS: tuple[tuple[str, str], ...] = (("dataset", "path"), ("metric", "module"),
                                               ("null_pack", "path"))
@@ -233,38 +234,94 @@ def lock_text(lock: Lock) -> str:
 # --------------------------------------------------------------------------- instrument check
 
 
-def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2) -> list[str]:
-    """Run the oracle and do-nothing solvers through the same path as any agent.
+def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2,
+                        sandbox: SandboxChoice = "auto") -> list[str]:
+    """Run the oracle and do-nothing solvers through the same path as any agent — the
+    verifier included, in this machine's sandbox.
 
     Every dataset and must_pass row must be passable (oracle passes) and failable (do-nothing
     does not pass); must_fail rows must be able to bite (their poisoned oracle passes the
-    metric, do-nothing does not).
+    metric, do-nothing does not). With a verifier the oracle runs `verifier.repeats` times and
+    must get the same per-test results each time (else the task is flaky), and no
+    FAIL_TO_PASS test may already pass on the untouched fixture (docs/sealing.md).
     """
     checked = [t for t in protocol.tasks
                if t.kind == "dataset" or t.expected_class in ("must_pass", "must_fail")]
-    problems: list[str] = []
+    verifier = protocol.spec.verifier
+    repeats = verifier.repeats if verifier is not None else 1
     sealed = [SealedFile(f.path, f.sha256, f.mode) for f in files]
-    with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers")) as harness:
-        for solver, must_pass in ((OracleSolver(), True), (DoNothingSolver(), False)):
-            problems += _check_solver(harness, checked, solver, must_pass, jobs)
-    return problems
-
-
-def _check_solver(harness: Harness, tasks: list[Task], solver: Solver, must_pass: bool,
-                  jobs: int) -> list[str]:
+    confined = detect(want=sandbox)
+    if sandbox == "bwrap" and confined.kind != "bwrap":
+        raise Refused(f"--sandbox bwrap: no sandbox is available: {confined.reason}")
+    with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
+                 verifier_sandbox=confined) as harness:
+        oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
+        nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
     problems: list[str] = []
-
-    def judge(task: Task, _epoch: int, result: object) -> None:
-        outcome = getattr(result, "outcome", "infrastructure error")
-        passed = outcome == "pass"
-        if passed != must_pass:
-            detail = getattr(result, "detail", "")
-            verb = "cannot be passed" if must_pass else "cannot be failed"
-            problems.append(f"{task.source}:{task.line}: task '{task.id}' {verb}: the "
-                            f"{solver.name} solver got {outcome} ({detail})")
-
-    harness.run_all(((t, 0) for t in tasks), solver, jobs, judge)
+    for task in checked:
+        where = f"{task.source}:{task.line}: task '{task.id}'"
+        problems += _oracle_problems(where, oracle[task.id])
+        problems += _do_nothing_problems(where, task, nothing[task.id][0])
     return sorted(problems)
+
+
+def _outcomes(harness: Harness, tasks: list[Task], solver: Solver, jobs: int,
+              repeats: int) -> dict[str, list[Finished]]:
+    """Every task's results under one built-in solver, `repeats` runs each."""
+    found: dict[str, list[Finished]] = {t.id: [] for t in tasks}
+
+    def keep(task: Task, _epoch: int, result: Finished) -> None:
+        found[task.id].append(result)
+
+    harness.run_all(((t, r) for r in range(repeats) for t in tasks), solver, jobs, keep)
+    return found
+
+
+def _describe(result: Finished) -> tuple[str, str]:
+    if isinstance(result, AttemptResult):
+        return result.outcome, result.detail
+    if isinstance(result, InfraFailure):
+        return "an infrastructure error", result.detail
+    return "interrupted", ""
+
+
+def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
+    """The oracle must pass every time, through the verifier, with the same test results; a
+    task whose results change between identical runs is flaky whatever the verdicts were."""
+    results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
+    differing = sorted({test_id for test_id in set().union(*results)
+                        if len({r.get(test_id, "missing") for r in results}) > 1}
+                       ) if len(results) > 1 else []
+    if differing:
+        shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
+                                             if len(differing) > 10 else "")
+        return [f"{where} is flaky: test(s) {shown} gave different results across "
+                f"{len(runs)} oracle runs"]
+    verdicts = [_describe(result) for result in runs]
+    passes = sum(outcome == "pass" for outcome, _ in verdicts)
+    if 0 < passes < len(runs):
+        outcome, detail = next(v for v in verdicts if v[0] != "pass")
+        return [f"{where} is flaky: the oracle solver passed {passes} of {len(runs)} runs "
+                f"(otherwise {outcome}: {detail})"]
+    if passes == 0:
+        outcome, detail = verdicts[0]
+        return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    return []
+
+
+def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
+    """Doing nothing must fail, and no FAIL_TO_PASS test may pass on the untouched fixture
+    (such a test measures nothing: it passes whatever the agent does)."""
+    outcome, detail = _describe(result)
+    problems = []
+    if outcome == "pass":
+        problems.append(f"{where} cannot be failed: the do-nothing solver got pass ({detail})")
+    tests = result.tests if isinstance(result, AttemptResult) else None
+    if tests is not None:
+        problems += [f"{where}: FAIL_TO_PASS test '{test_id}' already passes on the untouched "
+                     "fixture" for test_id in task.fail_to_pass
+                     if tests.outcome_of(test_id) == "passed"]
+    return problems
 
 
 # --------------------------------------------------------------------------- seal / verify
@@ -316,7 +373,7 @@ class SealResult:
 
 
 def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
-         check_instrument: bool = True) -> SealResult:
+         check_instrument: bool = True, sandbox: SandboxChoice = "auto") -> SealResult:
     """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
     protocol = load(directory)
     classes, warnings = null_pack_checks(protocol)
@@ -327,7 +384,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     if problems:
         raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
     if check_instrument:
-        broken = instrument_problems(protocol, files, jobs)
+        broken = instrument_problems(protocol, files, jobs, sandbox)
         if broken:
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)

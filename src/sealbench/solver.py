@@ -7,34 +7,24 @@ makes the instrument check at seal time mean something about real runs.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import selectors
 import shutil
-import signal
 import stat
-import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
 from sealbench.errors import InfrastructureError
-from sealbench.metric import Metric, MetricResult
+from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
+from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import Task
-from sealbench.sandbox import (
-    CagePool,
-    Mounts,
-    ProcessCage,
-    Sandbox,
-    memory_rlimit_prefix,
-    sandbox_ran,
-)
+from sealbench.sandbox import CagePool, Mounts, Sandbox
+from sealbench.verifier import VerifierRun
 from sealbench.workspace import (
     MAX_ENTRIES,
     Change,
@@ -51,111 +41,6 @@ from sealbench.workspace import (
 Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 DEFAULT_OUTPUT_CAP = 8 * 1024 * 1024
-REAP_GRACE_SEC = 0.5
-
-
-@dataclass(frozen=True)
-class Execution:
-    """What running a command produced, before any judgement."""
-
-    returncode: int | None
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool = False
-    flooded: bool = False
-    duration: float = 0.0
-    interrupted: bool = False
-    memory_exceeded: bool = False
-
-
-class AttemptInterrupted(Exception):
-    """The user aborted the run while this attempt was running."""
-
-
-def execute(
-    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, output_cap: int,
-    cage: ProcessCage | None = None, pass_fds: tuple[int, ...] = (),
-    abort: threading.Event | None = None,
-) -> Execution:
-    """Run a command in its own session; kill the whole group on timeout or output flood.
-
-    stdout and stderr are read together with a selector, never with communicate(): a grandchild
-    that keeps a pipe open must not hold the harness past the deadline, and output beyond the
-    cap is dropped as it arrives so memory stays bounded whatever the solver prints.
-    """
-    started = time.monotonic()
-    oom_kills = cage.oom_kills() if cage is not None else 0
-    if cage is not None:
-        argv = [*cage.prefix(), *argv]
-    try:
-        with cage.spawning() if cage is not None else contextlib.nullcontext():
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
-            )
-    except OSError as exc:
-        return Execution(None, b"", f"solver could not start: {exc}".encode(),
-                         duration=time.monotonic() - started)
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
-    seen = 0
-    timed_out = flooded = interrupted = False
-    deadline = started + timeout
-    exited_at: float | None = None
-    with selectors.DefaultSelector() as selector:
-        for stream in (proc.stdout, proc.stderr):
-            os.set_blocking(stream.fileno(), False)
-            selector.register(stream.fileno(), selectors.EVENT_READ)
-        while selector.get_map():
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            if abort is not None and abort.is_set():
-                interrupted = True
-                break
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-                _kill_all(proc.pid, cage)  # leftovers die with it
-            if exited_at is not None and now - exited_at > REAP_GRACE_SEC:
-                break
-            for key, _ in selector.select(min(0.05, deadline - now)):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                seen += len(chunk)
-                room = output_cap - sum(len(b) for b in buffers.values())
-                buffers[key.fd] += chunk[: max(room, 0)]
-                if seen > output_cap:
-                    flooded = True
-            if flooded:
-                break
-    _kill_all(proc.pid, cage)
-    returncode = proc.wait()
-    proc.stdout.close()
-    proc.stderr.close()
-    memory_exceeded = cage is not None and cage.oom_kills() > oom_kills
-    return Execution(
-        None if timed_out or flooded or interrupted else returncode,
-        bytes(buffers[out_fd]),
-        bytes(buffers[err_fd]),
-        timed_out=timed_out,
-        flooded=flooded,
-        duration=time.monotonic() - started,
-        interrupted=interrupted,
-        memory_exceeded=memory_exceeded,
-    )
-
-
-def _kill_all(pgid: int, cage: ProcessCage | None) -> None:
-    """Kill the process group, and with a cage every process of the attempt wherever it
-    went (setsid, double fork)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    if cage is not None:
-        cage.kill_all()
 
 
 def _not_executable(program: str, path: str) -> str | None:
@@ -166,15 +51,6 @@ def _not_executable(program: str, path: str) -> str | None:
         return None if os.access(program, os.X_OK) else f"{program}: not executable"
     return None if shutil.which(program, path=path) else f"{program}: command not found"
 
-
-def _read_available(fd: int) -> bytes:
-    """Whatever is in a pipe now, without blocking."""
-    os.set_blocking(fd, False)
-    chunks = []
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------- solvers
@@ -187,7 +63,7 @@ class AttemptContext:
     sandbox: Sandbox
     store: ObjectStore
     scratch: Path
-    metric: Metric
+    grader: Grader
     timeout: float
     diff_source: Literal["workspace", "stdout"]
     max_files_touched: int | None
@@ -251,32 +127,10 @@ class CommandSolver:
         missing = _not_executable(self.argv[0], env.get("PATH", os.defpath))
         if missing is not None:  # the solver's fault, decided before any sandbox starts
             return Execution(None, b"", f"solver could not start: {missing}".encode())
-        memory = ctx.max_memory_mb * 1024 * 1024 if ctx.max_memory_mb else None
-        cage = ctx.cages.acquire(ctx.max_processes, memory) if ctx.cages else None
-        status_r, status_w = os.pipe()
-        try:
-            sandboxed = ctx.sandbox.kind == "bwrap"
-            argv = ctx.sandbox.wrap([*self.argv, ws.attempt_id], mounts,
-                                    status_fd=status_w if sandboxed else None)
-            if memory is not None and (cage is None or cage.memory is None):
-                argv = [*memory_rlimit_prefix(memory), *argv]  # no memory cgroup here
-            execution = execute(argv, cwd=ws.root, env=env, timeout=ctx.timeout,
-                                output_cap=ctx.output_cap, cage=cage,
-                                pass_fds=(status_w,) if sandboxed else (), abort=ctx.abort)
-            os.close(status_w)
-            status_w = -1
-            cut_short = (execution.interrupted or execution.timed_out or execution.flooded
-                         or execution.memory_exceeded)
-            if sandboxed and not cut_short and not sandbox_ran(_read_available(status_r)):
-                raise InfrastructureError("the sandbox did not start: " + execution.stderr[-500:]
-                                          .decode(errors="replace").strip())
-            return execution
-        finally:
-            for fd in (status_r, status_w):
-                if fd >= 0:
-                    os.close(fd)
-            if cage is not None and ctx.cages is not None:
-                ctx.cages.release(cage)
+        limits = Limits(timeout=ctx.timeout, output_cap=ctx.output_cap,
+                        max_processes=ctx.max_processes, max_memory_mb=ctx.max_memory_mb)
+        return run_confined([*self.argv, ws.attempt_id], sandbox=ctx.sandbox, mounts=mounts,
+                            env=env, limits=limits, cages=ctx.cages, abort=ctx.abort)
 
 
 @dataclass(frozen=True)
@@ -323,6 +177,7 @@ class AttemptResult:
     forbidden_written: tuple[str, ...]
     duration: float
     returncode: int | None
+    tests: VerifierRun | None = None  # the hidden tests' run, when the protocol has a verifier
 
 
 class SolverFault(Exception):
@@ -364,7 +219,8 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
         except OSError as exc:
             over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
-                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx)
+                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx,
+                             attempt_dir, ws.root)
             raise _harness_failure(task, "failed in the harness", exc) from exc
         try:
             refused = _refusal(ws.refuse_file)
@@ -374,11 +230,12 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
             # the printed diff is stdout: keep no more of it than of any diff
             execution = replace(execution, stdout=change.diff)
         try:
-            return judge(task, execution, change, refused, ctx)
+            return judge(task, execution, change, refused, ctx, attempt_dir, ws.root)
         except OSError as exc:
             over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
-                return judge(task, execution, replace(change, oversize=over), None, ctx)
+                return judge(task, execution, replace(change, oversize=over), None, ctx,
+                             attempt_dir, ws.root)
             raise _harness_failure(task, "judging failed in the harness", exc) from exc
     finally:
         remove_tree(attempt_dir)
@@ -495,18 +352,22 @@ def is_forbidden(path: str, forbidden: tuple[str, ...]) -> bool:
 
 
 def judge(
-    task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext
+    task: Task, execution: Execution, change: Change, refused: str | None, ctx: AttemptContext,
+    attempt_dir: Path, workspace: Path,
 ) -> AttemptResult:
-    """Exactly one outcome per attempt, in a fixed order of precedence (docs/outcomes.md)."""
+    """Exactly one outcome per attempt, in a fixed order of precedence (docs/running.md).
+    Grading (hidden tests, then the metric) comes last: only a result that broke no rule
+    is run at all."""
     forbidden = tuple(sorted({p for p in (*change.touched, *change.written)
                               if is_forbidden(p, task.forbidden)}))
     touched = len(change.touched)
     metric: MetricResult | None = None
+    tests: VerifierRun | None = None
 
     def result(outcome: Outcome, detail: str) -> AttemptResult:
         return AttemptResult(task.id, outcome, detail, change.diff, execution.stdout,
                              execution.stderr, metric, touched, forbidden, execution.duration,
-                             execution.returncode)
+                             execution.returncode, tests)
 
     if execution.timed_out:
         return result("timeout", f"killed after {ctx.timeout:g} s")
@@ -539,7 +400,6 @@ def judge(
     if execution.returncode != 0:
         tail = execution.stderr[-300:].decode(errors="replace").strip()
         return result("error", f"solver exited with status {execution.returncode}: {tail}")
-    metric = ctx.metric.score(change.diff.decode("utf-8", errors="replace"), ctx.oracle_path(task))
-    if metric.error is not None:
-        return result("error", f"metric failed: {metric.error}")
-    return result("pass" if metric.passed else "fail", metric.name)
+    grade = ctx.grader.grade(task, change.diff, attempt_dir, workspace)
+    metric, tests = grade.metric, grade.tests
+    return result(grade.outcome, grade.detail)

@@ -256,7 +256,7 @@ class FixtureRecord:
         for rel in self.layout_dirs:
             os.makedirs(os.path.join(top, rel), exist_ok=True)
         for rel, mode, data in self.layout_files:
-            _write(os.path.join(top, rel), mode, data)
+            write_entry(os.path.join(top, rel), mode, data)
 
     @functools.cached_property
     def layout_files(self) -> tuple[tuple[str, int, bytes], ...]:
@@ -276,7 +276,8 @@ class FixtureRecord:
         return tuple(sorted(dirs, key=lambda d: d.count("/") + bool(d)))
 
 
-def _write(path: str, mode: int, data: bytes) -> None:
+def write_entry(path: str, mode: int, data: bytes) -> None:
+    """Create one file (or symlink) that must not exist yet."""
     if mode == MODE_LINK:
         os.symlink(os.fsdecode(data), path)
         return

@@ -1,0 +1,357 @@
+"""The verifier stage: hidden tests run after the solver (docs/protocol.md#the-verifier).
+
+What is graded is exactly what the attempt recorded: a fresh workspace is laid out from the
+sealed fixture, the attempt's diff is applied to it, and the hidden test files are laid over it —
+overwriting whatever the solver put at those paths. The verifier command then runs in a fresh
+sandbox of the run's kind, never with network, under its own timeout, output cap and memory
+limit, and its JUnit XML report is parsed into per-test results. The hidden tests live in the
+protocol directory and the harness scratch, both hidden from the solver, and are copied into a
+workspace only after the solver's processes are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from sealbench.errors import InfrastructureError
+from sealbench.process import Execution, Limits, run_confined
+from sealbench.protocol import Task, VerifierSpec
+from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
+from sealbench.workspace import (
+    MODE_LINK,
+    FixtureRecord,
+    Tree,
+    git_env,
+    remove_tree,
+    write_entry,
+)
+
+TestOutcome = Literal["passed", "failed", "error", "skipped"]
+# worst first: a test id reported twice (reruns, duplicated names) keeps its worst outcome
+SEVERITY: dict[TestOutcome, int] = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}
+MAX_REPORT_BYTES = 32 * 1024 * 1024
+VERIFIER_HOME = "/tmp"
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test case of the JUnit report, keyed by its dotted id (see `normalize_test_id`)."""
+
+    id: str
+    outcome: TestOutcome
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class VerifierRun:
+    """What running the hidden tests produced for one attempt."""
+
+    exit_code: int | None
+    tests: tuple[TestResult, ...]
+    duration: float
+    stdout: bytes = b""
+    stderr: bytes = b""
+    junit: bytes = b""
+    # why nothing the verifier says can be trusted: the diff did not apply, the command did
+    # not start or was cut short (timeout, output flood, memory)
+    problem: str | None = None
+    cut_short: str | None = None
+    # why there are no per-test results: the JUnit report is missing or malformed (only
+    # matters when tests are listed; without lists the exit status decides)
+    report_problem: str | None = None
+
+    def outcome_of(self, test_id: str) -> TestOutcome | None:
+        return self.by_id().get(normalize_test_id(test_id))
+
+    def by_id(self) -> dict[str, TestOutcome]:
+        return {t.id: t.outcome for t in self.tests}
+
+
+# --------------------------------------------------------------------------- test ids
+
+
+def normalize_test_id(test_id: str) -> str:
+    """One spelling for a test: pytest node ids (`tests/test_x.py::TestC::test_y[p]`, what
+    SWE-bench lists) and JUnit's dotted `classname.name` (`tests.test_x.TestC.test_y[p]`, what
+    the report holds) both become the dotted form. The parameter part is left untouched."""
+    test_id = test_id.strip()
+    head, bracket, params = test_id.partition("[")
+    if "::" not in head:
+        return test_id
+    path, *rest = head.split("::")
+    module = path[:-3] if path.endswith(".py") else path
+    module = module.replace("\\", "/").strip("/").replace("/", ".")
+    return ".".join([module, *rest]) + bracket + params
+
+
+def parse_junit(data: bytes) -> tuple[TestResult, ...]:
+    """Per-test results of a JUnit XML report (pytest's, or any runner's); ValueError if it is
+    not one. Each test keeps its worst outcome when it appears more than once."""
+    from junitparser import Error, Failure, JUnitXml, Skipped  # deferred: only graders need it
+
+    if len(data) > MAX_REPORT_BYTES:
+        raise ValueError(f"the JUnit report is larger than {MAX_REPORT_BYTES} bytes")
+    try:
+        xml = JUnitXml.fromstring(data.decode("utf-8", errors="replace"))
+    except Exception as exc:  # the report is written by code under test: anything goes
+        raise ValueError(f"the JUnit report is not valid XML: {exc}") from None
+    worst: dict[str, TestResult] = {}
+    for case in _cases(xml):
+        classname = (case.classname or "").strip()
+        name = (case.name or "").strip()
+        test_id = f"{classname}.{name}" if classname else name
+        outcome: TestOutcome = "passed"
+        message = ""
+        for result in case.result:
+            kind: TestOutcome = ("error" if isinstance(result, Error) else
+                                 "failed" if isinstance(result, Failure) else
+                                 "skipped" if isinstance(result, Skipped) else "passed")
+            if SEVERITY[kind] < SEVERITY[outcome]:
+                outcome, message = kind, (result.message or "")[:500]
+        previous = worst.get(test_id)
+        if previous is None or SEVERITY[outcome] < SEVERITY[previous.outcome]:
+            worst[test_id] = TestResult(test_id, outcome, message)
+    return tuple(worst[k] for k in sorted(worst))
+
+
+def _cases(xml: Any) -> Iterable[Any]:
+    """Every test case of a report, whether its root is <testsuites> or one <testsuite>."""
+    from junitparser import TestCase, TestSuite
+
+    suites = [xml] if isinstance(xml, TestSuite) else list(xml)
+    for suite in suites:
+        for item in suite:
+            if isinstance(item, TestCase):
+                yield item
+
+
+# --------------------------------------------------------------------------- grading
+
+
+def resolved(run: VerifierRun, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]
+             ) -> tuple[bool, str]:
+    """`tests_v1`, SWE-bench's "resolved": every FAIL_TO_PASS and every PASS_TO_PASS test
+    passed — a listed test missing from the report counts as not passed, so deleting a test
+    never helps. Without lists: the verifier exited 0. Returns the verdict and why."""
+    if run.problem is not None:
+        return False, run.problem
+    f2p, p2p = list(fail_to_pass), list(pass_to_pass)
+    if not f2p and not p2p:
+        if run.exit_code == 0:
+            return True, "verifier exited 0"
+        return False, f"verifier exited with status {run.exit_code}"
+    if run.report_problem is not None:
+        return False, run.report_problem
+    outcomes = run.by_id()
+    not_passed = [(label, test_id, outcomes.get(normalize_test_id(test_id), "missing"))
+                  for label, ids in (("FAIL_TO_PASS", f2p), ("PASS_TO_PASS", p2p))
+                  for test_id in ids
+                  if outcomes.get(normalize_test_id(test_id)) != "passed"]
+    if not not_passed:
+        return True, f"{len(f2p)} FAIL_TO_PASS and {len(p2p)} PASS_TO_PASS tests passed"
+    shown = "; ".join(f"{label} {test_id}: {outcome}"
+                      for label, test_id, outcome in not_passed[:5])
+    more = f" (and {len(not_passed) - 5} more)" if len(not_passed) > 5 else ""
+    return False, f"{len(not_passed)} listed test(s) did not pass: {shown}{more}"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def expand_command(command: str, *, tests: list[str], junit: str, workspace: str) -> list[str]:
+    """The verifier's argv: split like a shell line (no shell runs it), `{tests}` standing
+    alone becomes one argument per hidden test file, `{junit}` and `{workspace}` are replaced
+    wherever they appear."""
+    argv: list[str] = []
+    for token in shlex.split(command):
+        if token == "{tests}":
+            argv += tests
+            continue
+        argv.append(token.replace("{junit}", junit).replace("{workspace}", workspace)
+                    .replace("{tests}", " ".join(tests)))
+    return argv
+
+
+# --------------------------------------------------------------------------- workspace
+
+
+def overlay(root: Path, files: Tree) -> None:
+    """Lay files over a workspace, replacing whatever is at their paths — a file, a
+    directory, a symlink the solver put there — and never following a symlink on the way:
+    a solver that turned `tests/` into a link to elsewhere gets a real `tests/` back."""
+    for rel in sorted(files):
+        entry = files[rel]
+        parent = root
+        for part in Path(rel).parts[:-1]:
+            parent = parent / part
+            _make_real_directory(parent)
+        target = root / rel
+        _remove_any(target)
+        write_entry(str(target), entry.mode, entry.data)
+
+
+def _make_real_directory(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        path.mkdir()
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        path.unlink()
+        path.mkdir()
+
+
+def _remove_any(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        remove_tree(path)
+    else:
+        path.unlink()
+
+
+def apply_diff(workspace: Path, diff: bytes) -> str | None:
+    """Apply the attempt's diff to a fresh fixture; None when it applied, else git's reason.
+
+    git's own path checks hold: nothing outside the workspace, nothing through a symlink.
+    A parent repository is never discovered (the ceiling is the workspace's parent)."""
+    if not diff.strip():
+        return None
+    env = git_env(workspace.parent)
+    env["GIT_CEILING_DIRECTORIES"] = str(workspace.parent)
+    try:
+        done = subprocess.run(
+            ["git", "apply", "--binary", "--whitespace=nowarn", "-"], cwd=workspace, env=env,
+            input=diff, capture_output=True, check=False,
+        )
+    except OSError as exc:
+        raise InfrastructureError(f"git could not start: {exc}") from exc
+    if done.returncode == 0:
+        return None
+    reason = done.stderr.decode(errors="replace").strip().splitlines()
+    return "the attempt's diff does not apply to the fixture: " + (reason[0] if reason
+                                                                   else "git apply failed")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class Verifier:
+    """Runs one protocol's hidden tests; shared by every attempt of a run (thread-safe: each
+    call works in its own directories)."""
+
+    spec: VerifierSpec
+    sandbox: Sandbox
+    record_for: Callable[[Task], FixtureRecord]
+    tests_for: Callable[[Task], Tree]
+    hidden: tuple[Path, ...]
+    cages: CagePool | None = None
+    # environment variables and read-only paths the sealed environment adds (docs/protocol.md)
+    view: Callable[[dict[str, str], tuple[Path, ...]],
+                   tuple[dict[str, str], tuple[Path, ...]]] = field(
+        default=lambda env, runtime: (env, runtime))
+
+    def run(self, task: Task, diff: bytes, directory: Path) -> VerifierRun:
+        """Grade one attempt's diff in `directory` (created here, left for the caller to
+        remove with the attempt). Raises InfrastructureError when the harness failed."""
+        workspace = directory / "workspace"
+        out = directory / "out"
+        try:
+            out.mkdir(parents=True)
+            self.record_for(task).materialize(workspace)
+        except OSError as exc:
+            raise InfrastructureError(f"verifier on {task.id}: the workspace could not be "
+                                      f"laid out: {exc}") from exc
+        not_applied = apply_diff(workspace, diff)
+        if not_applied is not None:
+            return VerifierRun(None, (), 0.0, problem=not_applied)
+        hidden_tests = self.tests_for(task)
+        try:
+            overlay(workspace, hidden_tests)
+        except OSError as exc:
+            raise InfrastructureError(f"verifier on {task.id}: the hidden tests could not be "
+                                      f"laid out: {exc}") from exc
+        junit = out / "junit.xml"
+        test_files = sorted(rel for rel, entry in hidden_tests.items()
+                            if entry.mode != MODE_LINK)
+        argv = expand_command(self.spec.command, tests=test_files, junit=str(junit),
+                              workspace=str(workspace))
+        execution = self._execute(argv, workspace, out)
+        return _finish(execution, junit, self.spec)
+
+    def _execute(self, argv: list[str], workspace: Path, out: Path) -> Execution:
+        env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": VERIFIER_HOME,
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONHASHSEED": "0"}
+        env, runtime = self.view(env, ())
+        program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
+        if program is None:
+            return Execution(None, b"", f"'{argv[0]}' was not found on the verifier's PATH "
+                             f"({env['PATH']})".encode())
+        argv = [os.path.abspath(program), *argv[1:]]  # symlinks kept: a venv's python
+        runtime = (*runtime, *command_files((argv[0],)))
+        mounts = Mounts(workspace=workspace, writable=(out,), runtime=runtime,
+                        hidden=self.hidden)
+        limits = Limits(timeout=self.spec.timeout_sec, output_cap=self.spec.max_output_bytes,
+                        max_memory_mb=self.spec.max_memory_mb)
+        # never with network, whatever the solver's budget allowed
+        sandbox = Sandbox(self.sandbox.kind, self.sandbox.bwrap, network=False,
+                          reason=self.sandbox.reason)
+        return run_confined(argv, sandbox=sandbox, mounts=mounts, env=env, limits=limits,
+                            cages=self.cages)
+
+
+def _finish(execution: Execution, junit: Path, spec: VerifierSpec) -> VerifierRun:
+    """The per-test results of a finished verifier command, or why there are none."""
+    cut_short = (f"the verifier timed out after {spec.timeout_sec:g} s" if execution.timed_out
+                 else f"the verifier printed more than {spec.max_output_bytes} bytes"
+                 if execution.flooded
+                 else f"the verifier exceeded its memory limit ({spec.max_memory_mb} MB)"
+                 if execution.memory_exceeded else None)
+    base = VerifierRun(execution.returncode, (), execution.duration, execution.stdout,
+                       execution.stderr)
+    if cut_short is not None:
+        return replace(base, problem=cut_short, cut_short=cut_short)
+    if execution.returncode is None:  # could not start at all
+        reason = execution.stderr.decode(errors="replace").strip()
+        return replace(base, problem=f"the verifier did not run: {reason}")
+    try:
+        data = read_report(junit)
+    except FileNotFoundError:
+        return replace(base, report_problem="the verifier wrote no JUnit report")
+    except (OSError, ValueError) as exc:
+        return replace(base, report_problem=f"the JUnit report cannot be read: {exc}")
+    try:
+        return replace(base, tests=parse_junit(data), junit=data)
+    except ValueError as exc:
+        return replace(base, junit=data, report_problem=str(exc))
+
+
+def read_report(path: Path) -> bytes:
+    """The report's bytes, read the way a file written by code under test must be: no
+    symlink followed (it could point at any host file), no FIFO waited on, bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("it is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > MAX_REPORT_BYTES:
+                raise ValueError(f"it is larger than {MAX_REPORT_BYTES} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
