@@ -18,6 +18,18 @@ def _isolated_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SEALBENCH_LEDGER", str(tmp_path / "ledger" / "ledger.sqlite"))
 
 
+@pytest.fixture(scope="session")
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sealbench-cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(_session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environments are built into a cache shared by this test session, never ~/.cache (tests
+    of the cache itself point SEALBENCH_CACHE at their own directory)."""
+    monkeypatch.setenv("SEALBENCH_CACHE", str(_session_cache))
+
+
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
     return make_protocol(tmp_path / "proto")

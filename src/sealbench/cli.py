@@ -25,6 +25,7 @@ from sealbench.compare import to_json as compare_json
 from sealbench.compare import to_markdown as compare_markdown
 from sealbench.compare import to_text as compare_text
 from sealbench.doctor import diagnose
+from sealbench.environment import cache_summary
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.example import EXAMPLE, EXAMPLES, solver_command
 from sealbench.example import demo as run_demo
@@ -57,6 +58,13 @@ tables = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 ledger_option = click.option(
     "--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
     help="SQLite ledger (default: $SEALBENCH_LEDGER or .sealbench/ledger.sqlite).",
+)
+
+find_links_option = click.option(
+    "--find-links", "find_links", default=None,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="Build the protocol's environment from the wheels in DIR only, offline (pip "
+         "--no-index --find-links DIR).",
 )
 
 
@@ -113,10 +121,13 @@ def init(directory: Path, example: str) -> None:
 @click.option("--sandbox", type=click.Choice(["auto", "bwrap", "none"]), default="auto",
               show_default=True, help="Where the verifier runs the hidden tests during the "
               "instrument check; auto uses bubblewrap when it works.")
-def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str) -> None:
+@find_links_option
+def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str,
+         find_links: Path | None) -> None:
     with _errors():
         result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs,
-                               sandbox=sandbox)  # type: ignore[arg-type]
+                               sandbox=sandbox,  # type: ignore[arg-type]
+                               find_links=find_links)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     out.print(f"sealed {result.protocol_id}\nidentity {result.identity}\n"
@@ -221,15 +232,17 @@ def _print_result(result: RunResult) -> None:
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path),
               help="A host path the solver may read (read-only; repeatable), e.g. a toolchain "
                    "outside /usr; recorded in the run and its report.")
+@find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
-        hide: tuple[Path, ...], expose: tuple[Path, ...], ledger_path: Path | None) -> None:
+        hide: tuple[Path, ...], expose: tuple[Path, ...], find_links: Path | None,
+        ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide, expose=expose)
+                         hide=hide, expose=expose, find_links=find_links)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)
@@ -422,6 +435,7 @@ def doctor() -> None:
     for check in checks:
         mark = "ok  " if check.held else "FAIL"
         out.print(f"{mark} {check.name}: {check.detail}", markup=False)
+    out.print(f"info environment cache: {cache_summary()}", markup=False)
     if all(c.held for c in checks):
         out.print(f"isolation holds (sandbox: {sandbox.kind})", markup=False)
         return
@@ -436,10 +450,11 @@ def doctor() -> None:
               help="Where to put the demo (default: a new temporary directory).")
 @click.option("--jobs", default=2, show_default=True)
 @EXAMPLE_OPTION
-def demo(directory: Path | None, jobs: int, example: str) -> None:
+@find_links_option
+def demo(directory: Path | None, jobs: int, example: str, find_links: Path | None) -> None:
     with _errors(), _progress() as progress:
         result = run_demo(directory, jobs=jobs, on_event=_progress_events(progress),
-                          example=example)
+                          example=example, find_links=find_links)
     _print_result(result.run)
     out.print(f"ledger     {result.ledger}", markup=False)
 

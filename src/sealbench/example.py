@@ -54,19 +54,21 @@ class DemoResult:
 
 
 def demo(directory: Path | str | None = None, *, jobs: int = 2,
-         on_event: Event = lambda _k, _d: None, example: str = EXAMPLE) -> DemoResult:
-    """Init an example into a fresh directory, seal it, run `rulebook`, publish its report."""
+         on_event: Event = lambda _k, _d: None, example: str = EXAMPLE,
+         find_links: Path | None = None) -> DemoResult:
+    """Init an example into a fresh directory, seal it, run `rulebook`, publish its report.
+    `find_links`: wheels to build the example's environment from, offline."""
     base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="sealbench-demo-"))
     protocol_dir = init(base / example, example)
     ledger_path = base / "ledger.sqlite"
     ledger = Ledger(ledger_path)
     try:
-        sealed = seal(protocol_dir, ledger=ledger, jobs=jobs)
+        sealed = seal(protocol_dir, ledger=ledger, jobs=jobs, find_links=find_links)
         on_event("sealed", {"protocol_id": sealed.protocol_id, "identity": sealed.identity})
         for warning in sealed.warnings:
             on_event("warning", {"message": warning})
         result = run(protocol_dir, solver_command("rulebook"), ledger=ledger,
-                     options=RunOptions(jobs=jobs), on_event=on_event)
+                     options=RunOptions(jobs=jobs, find_links=find_links), on_event=on_event)
     finally:
         ledger.close()
     return DemoResult(base, ledger_path, sealed, result)

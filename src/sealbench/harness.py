@@ -1,6 +1,7 @@
 """Per-run machinery shared by seal's instrument check and by `run`.
 
-A Harness reads every sealed byte it will use — metric, oracles, fixtures — exactly once,
+A Harness reads every sealed byte it will use — metric, oracles, fixtures, the environment's
+requirements — exactly once,
 checks each against the digest it was sealed with, and keeps private copies the solver cannot
 see. Attempts then run in a thread pool (they are process-bound), and harness-side failures are
 retried a bounded number of times and reported apart from the solver's.
@@ -8,6 +9,7 @@ retried a bounded number of times and reported apart from the solver's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -18,10 +20,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.environment import (
+    BuiltEnvironment,
+    EnvironmentRecord,
+    build,
+    cache_root,
+    sandbox_view,
+)
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
-from sealbench.protocol import Protocol, Task
+from sealbench.protocol import LOCK_FILE, Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
 from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
 from sealbench.verifier import Verifier
@@ -131,10 +140,14 @@ class Harness:
         scratch: Path | None = None,
         attempt_id: Callable[[Task, int], str] | None = None,
         verifier_sandbox: Sandbox | None = None,
+        environment: EnvironmentRecord | None = None,
+        find_links: Path | None = None,
     ) -> None:
         self.protocol = protocol
         self.files = {f.path: f for f in files}
         self.sandbox = sandbox
+        # before any scratch exists: a refusal here leaves nothing behind
+        self.environment = self._environment(environment, find_links)
         # what the solver is told its attempt is called (default: the task id itself)
         self.attempt_id = attempt_id or (lambda task, _epoch: task.id)
         root = scratch or scratch_root()
@@ -163,7 +176,7 @@ class Harness:
             spec.verifier.model_copy(
                 update={"timeout_sec": spec.verifier.timeout_sec * timeout_scale}),
             verifier_sandbox or sandbox, self.record_for, self.tests_for,
-            hidden_all, self.cages)
+            hidden_all, self.cages, view=functools.partial(sandbox_view, self.environment))
         self.context = AttemptContext(
             sandbox=sandbox,
             store=self.store,
@@ -183,6 +196,7 @@ class Harness:
             exposed=exposed,
             cages=self.cages,
             abort=abort or threading.Event(),
+            environment=self.environment,
         )
 
     def __enter__(self) -> Harness:
@@ -192,6 +206,25 @@ class Harness:
         self.metric.close()
         self.cages.close()
         remove_tree(self.scratch)
+
+    def _environment(self, sealed: EnvironmentRecord | None,
+                     find_links: Path | None) -> BuiltEnvironment | None:
+        """The sealed environment, built or found in the cache from the verified requirements
+        bytes with the Python line it was sealed with; refused unless it is that one."""
+        spec = self.protocol.spec.environment
+        if spec is None:
+            return None
+        if sealed is None:
+            raise Refused(f"{LOCK_FILE}: the protocol has an environment but the seal records "
+                          "none; seal it again")
+        data = self.read_verified(self.protocol.resolve(spec.requirements))
+        built = build(spec.model_copy(update={"python": sealed.python}), data,
+                      cache_dir=cache_root(), find_links=find_links)
+        if (built.record.python, built.record.digest) != (sealed.python, sealed.digest):
+            raise Refused(f"environment differs from the sealed one: {built.path} is Python "
+                          f"{built.record.python}, digest {built.record.digest[:12]}; sealed: "
+                          f"Python {sealed.python}, digest {sealed.digest[:12]}")
+        return built
 
     # ------------------------------------------------------------------ verified reads
 

@@ -78,6 +78,8 @@ class RunOptions:
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     hide: tuple[Path, ...] = ()  # more host paths the solver must not see (copies of oracles)
     expose: tuple[Path, ...] = ()  # host paths the solver may read (docs/isolation.md)
+    # wheels to build the protocol's environment from, offline (docs/protocol.md)
+    find_links: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -365,7 +367,10 @@ class Run:
             with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
                          exposed=tuple(p.resolve() for p in self.options.expose),
-                         abort=self.control.abort, attempt_id=self.label) as harness:
+                         abort=self.control.abort, attempt_id=self.label,
+                         environment=self.sealed.lock.environment,
+                         find_links=self.options.find_links) as harness:
+                self._environment_note(harness)
                 self._attempts(harness, jobs, rules)
                 if not self.doomed.is_set():
                     self._stopped_check()
@@ -377,6 +382,16 @@ class Run:
             self.ledger.set_run_state(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
             raise
         return self._publish()
+
+    def _environment_note(self, harness: Harness) -> None:
+        """Same Python line and digest are required (the harness refuses otherwise); another
+        patch release of that Python is allowed, and said."""
+        sealed, built = self.sealed.lock.environment, harness.environment
+        if sealed is not None and built is not None \
+                and built.record.python_full != sealed.python_full:
+            self.emit("warning", {"message": f"the environment runs Python "
+                                  f"{built.record.python_full}; it was sealed with "
+                                  f"{sealed.python_full}"})
 
     def _stopped_check(self) -> None:
         if not self.control.stop.is_set():
@@ -544,7 +559,8 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     stored = RunOptions(jobs=options.jobs, timeout_scale=row.options["timeout_scale"],
                         epochs=row.options["epochs"], report_path=options.report_path,
                         sandbox=options.sandbox, hide=options.hide,
-                        expose=tuple(Path(p) for p in row.options.get("expose", [])))
+                        expose=tuple(Path(p) for p in row.options.get("expose", [])),
+                        find_links=options.find_links)
     if options.expose and {p.resolve() for p in options.expose} != set(stored.expose):
         raise Refused(f"run {run_id} began with --expose {sorted(map(str, stored.expose))}; "
                       "it cannot continue with other exposed paths")

@@ -20,6 +20,13 @@ from typing import Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sealbench.environment import (
+    BuiltEnvironment,
+    EnvironmentRecord,
+    build,
+    cache_root,
+    requirements_digest,
+)
 from sealbench.errors import BadInput, Problem, Refused
 from sealbench.harness import Finished, Harness, InfraFailure, SealedFile
 from sealbench.ledger import Ledger, canonical
@@ -80,6 +87,8 @@ class Lock(BaseModel):
     identity: str
     sealed_yaml_sha256: str
     files: list[LockedFile]
+    # the environment built at seal time (docs/protocol.md#the-environment); absent without one
+    environment: EnvironmentRecord | None = None
 
     def sealed_files(self) -> list[SealedFile]:
         return [SealedFile(f.path, f.sha256, f.mode) for f in self.files]
@@ -157,13 +166,17 @@ def sealed_spec_dict(spec: ProtocolSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", by_alias=True)
 
 
-def derive_identity(spec: ProtocolSpec, files: Iterable[LockedFile]) -> str:
-    """One digest over the canonical sealed spec (defaults included) and the manifest."""
-    body = {
+def derive_identity(spec: ProtocolSpec, files: Iterable[LockedFile],
+                    environment: EnvironmentRecord | None = None) -> str:
+    """One digest over the canonical sealed spec (defaults included), the manifest and, for a
+    protocol with an environment, its record (the Python it was built with and its digest)."""
+    body: dict[str, Any] = {
         "format": IDENTITY_FORMAT,
         "protocol": sealed_spec_dict(spec),
         "manifest": [[f.path, f.role, f.sha256, f.size, f.mode] for f in files],
     }
+    if environment is not None:  # absent otherwise: such identities are as they were
+        body["environment"] = environment.model_dump(mode="json")
     return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
 
 
@@ -228,16 +241,20 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def lock_text(lock: Lock) -> str:
-    return json.dumps(lock.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    """The lock's bytes; a protocol without an environment has no `environment` key."""
+    return json.dumps(lock.model_dump(mode="json", exclude_none=True), indent=2,
+                      sort_keys=True) + "\n"
 
 
 # --------------------------------------------------------------------------- instrument check
 
 
 def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2,
-                        sandbox: SandboxChoice = "auto") -> list[str]:
+                        sandbox: SandboxChoice = "auto", *,
+                        environment: EnvironmentRecord | None = None,
+                        find_links: Path | None = None) -> list[str]:
     """Run the oracle and do-nothing solvers through the same path as any agent — the
-    verifier included, in this machine's sandbox.
+    verifier included, in this machine's sandbox and the protocol's environment.
 
     Every dataset and must_pass row must be passable (oracle passes) and failable (do-nothing
     does not pass); must_fail rows must be able to bite (their poisoned oracle passes the
@@ -254,7 +271,8 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     if sandbox == "bwrap" and confined.kind != "bwrap":
         raise Refused(f"--sandbox bwrap: no sandbox is available: {confined.reason}")
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
-                 verifier_sandbox=confined) as harness:
+                 verifier_sandbox=confined, environment=environment,
+                 find_links=find_links) as harness:
         oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
         nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
     problems: list[str] = []
@@ -372,9 +390,51 @@ class SealResult:
     warnings: tuple[str, ...] = ()
 
 
+def build_environment(protocol: Protocol, files: list[LockedFile],
+                      find_links: Path | None = None) -> BuiltEnvironment | None:
+    """Build (or find in the cache) the protocol's environment from the bytes just hashed, so
+    a requirements file that does not install fails the seal, not the first run."""
+    spec = protocol.spec.environment
+    if spec is None:
+        return None
+    path = protocol.resolve(spec.requirements)
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != _digest_of(files, spec.requirements, protocol.root):
+        raise Refused(f"{path.relative_to(protocol.root)}: changed while sealing; seal again")
+    return build(spec, data, cache_dir=cache_root(), find_links=find_links)
+
+
+def environment_problems(spec: ProtocolSpec, lock: Lock, root: Path) -> list[str]:
+    """The lock's environment record must be the one this sealed protocol implies: present
+    exactly when there is an environment, for the sealed requirements bytes and Python."""
+    env, record = spec.environment, lock.environment
+    if env is None or record is None:
+        if env is None and record is None:
+            return []
+        what = "has no environment record" if record is None else \
+            "has an environment record, but the protocol has no environment"
+        return [f"{LOCK_FILE}: {what} (altered)"]
+    problems = []
+    sealed = {f.path: f.sha256 for f in lock.files}
+    path = (root / env.requirements).resolve().relative_to(root).as_posix()
+    if sealed.get(path) != record.requirements_sha256:
+        problems.append(f"{LOCK_FILE}: the environment record is not for the sealed "
+                        f"{env.requirements} (altered)")
+    if env.python is not None and record.python != env.python:
+        problems.append(f"{LOCK_FILE}: the environment record is for Python {record.python}, "
+                        f"environment.python is {env.python} (altered)")
+    if record.digest != requirements_digest(record.python, record.requirements_sha256):
+        problems.append(f"{LOCK_FILE}: the environment digest does not match its record "
+                        "(altered)")
+    return problems
+
+
 def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
-         check_instrument: bool = True, sandbox: SandboxChoice = "auto") -> SealResult:
-    """Validate, check the instrument, hash, derive the identity, record it, write the seal."""
+         check_instrument: bool = True, sandbox: SandboxChoice = "auto",
+         find_links: Path | None = None) -> SealResult:
+    """Validate, build the environment, check the instrument, hash, derive the identity,
+    record it, write the seal. `find_links`: a directory of wheels to build the environment
+    from, offline (pip --no-index --find-links)."""
     protocol = load(directory)
     classes, warnings = null_pack_checks(protocol)
     if classes:
@@ -383,17 +443,21 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     problems = check_declared_digests(protocol, files)
     if problems:
         raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
+    built = build_environment(protocol, files, find_links)
+    environment = built.record if built is not None else None
     if check_instrument:
-        broken = instrument_problems(protocol, files, jobs, sandbox)
+        broken = instrument_problems(protocol, files, jobs, sandbox, environment=environment,
+                                     find_links=find_links)
         if broken:
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
     text = render_sealed(protocol, files)
     sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
-    identity = derive_identity(sealed_spec, files)
+    identity = derive_identity(sealed_spec, files, environment)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
     lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
-                sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files)
+                sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files,
+                environment=environment)
     sealed_path = protocol.root / SEALED_FILE
     lock_path = protocol.root / LOCK_FILE
     write_atomic(sealed_path, text)
@@ -443,7 +507,9 @@ def verify(directory: Path | str, *, ledger: Ledger | None = None) -> Sealed:
                  for rel in sorted(p.relative_to(root).as_posix()
                                    for p in manifest_paths(protocol))
                  if rel not in sealed_paths]  # the sealed ones were re-hashed just above
-    if not problems and derive_identity(protocol.spec, lock.files) != lock.identity:
+    problems += environment_problems(protocol.spec, lock, root)
+    if not problems and derive_identity(protocol.spec, lock.files,
+                                        lock.environment) != lock.identity:
         problems.append(f"{LOCK_FILE}: identity does not match the sealed protocol (altered)")
     problems += _source_edits(root, protocol.spec)
     if ledger is not None:

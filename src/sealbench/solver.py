@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
+from sealbench.environment import BuiltEnvironment, sandbox_view
 from sealbench.errors import InfrastructureError
 from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
@@ -78,6 +79,8 @@ class AttemptContext:
     exposed: tuple[Path, ...] = ()
     cages: CagePool | None = None
     abort: threading.Event = field(default_factory=threading.Event)
+    # the protocol's sealed environment, read-only and first on PATH (docs/protocol.md)
+    environment: BuiltEnvironment | None = None
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,11 @@ class CommandSolver:
             "SEALBENCH_WORKSPACE": str(ws.root),
             "PYTHONDONTWRITEBYTECODE": "1",
         })
+        env, runtime = sandbox_view(ctx.environment, env, self.visible)
         mounts = Mounts(
             workspace=ws.root,
             readable=(ws.prompt_file,),
-            runtime=self.visible,
+            runtime=runtime,
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
             exposed=ctx.exposed,
