@@ -136,7 +136,7 @@ def test_compare_across_identities_is_refused(example: tuple[Path, Path],
     text = (other / "protocol.yaml").read_text()
     (other / "protocol.yaml").write_text(
         text.replace("timeout_sec: 30", "timeout_sec: 31")
-            .replace("coding-repair.example.2026-11-30", "coding-repair.other"))
+            .replace("coding-repair.tests.2026-11-30", "coding-repair.other"))
     runner = CliRunner()
     assert runner.invoke(main, ["seal", str(other), "--ledger", str(ledger)]).exit_code == 0
     first = _run(example, "rulebook")

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from importlib.metadata import requires, version
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -82,6 +83,53 @@ def test_staleness_check_names_the_first_differing_file(tmp_path: Path) -> None:
     assert generator.first_difference(committed, fresh) == "tasks/b.jsonl"
     (committed / "stray.pyc").write_bytes(b"")
     assert generator.first_difference(committed, fresh) == "stray.pyc"
+
+
+TOY_FIXTURE = {
+    "m.py": "def f(x):\n    return x + 2\n",
+    "tests/test_m.py": "from m import f\n\n\ndef test_f():\n    assert f(1) == 2\n",
+}
+WEAK_HIDDEN = "from m import f\n\n\ndef test_one():\n    assert f(1) == 2\n"
+STRONG_HIDDEN = (WEAK_HIDDEN + "\n\ndef test_three():\n    assert f(3) == 4\n"
+                 "\n\ndef test_an_int():\n    assert isinstance(f(1), int)\n")
+
+
+def toy_task(generator: Any, scratch: Path, hidden: str, *, alternate: bool = False) -> Any:
+    """A one-bug task (`x + 2`, oracle `x + 1`) where rulebook's search also finds `x * 2`,
+    which turns the visible test green and is wrong."""
+    repo = generator.ScratchRepo(scratch / "oracle-repo", TOY_FIXTURE)
+    repo.write({"m.py": "def f(x):\n    return x + 1\n"})
+    times_two = generator.Repair("times two", {"m.py": "def f(x):\n    return x * 2\n"})
+    return generator.BuiltTask(
+        {"id": "toy-1"}, TOY_FIXTURE, repo.diff(), {"tests/test_m_hidden.py": hidden},
+        must_pass=(times_two,) if alternate else (), sweep=True)
+
+
+@pytest.mark.slow
+def test_generator_derives_lists_and_rejects_a_wrong_repair(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    grading = generator.grade(tmp_path, toy_task(generator, tmp_path, STRONG_HIDDEN))
+    assert grading.fail_to_pass == ["tests/test_m_hidden.py::test_one",
+                                    "tests/test_m_hidden.py::test_three"]
+    assert grading.pass_to_pass == ["tests/test_m_hidden.py::test_an_int"]
+    assert grading.rulebook_keeps == "wrong repair"  # `*` comes before `2` in its search
+    assert grading.rejected == ["wrong repair m.py: `return x * 2`"]
+
+
+@pytest.mark.slow
+def test_generator_refuses_hidden_tests_that_pass_a_wrong_repair(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    with pytest.raises(generator.GenerationError, match="toy-1: rulebook could keep wrong "
+                       r"repair m.py: `return x \* 2`, which passes the hidden tests"):
+        generator.grade(tmp_path, toy_task(generator, tmp_path, WEAK_HIDDEN))
+
+
+@pytest.mark.slow
+def test_generator_refuses_hidden_tests_that_fail_a_declared_alternate(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    with pytest.raises(generator.GenerationError,
+                       match="toy-1: the hidden tests fail the times two"):
+        generator.grade(tmp_path, toy_task(generator, tmp_path, STRONG_HIDDEN, alternate=True))
 
 
 # --------------------------------------------------------------------------- layout
