@@ -1,9 +1,10 @@
-"""The solver contract, emulated without a sandbox, for testing the example and its solvers.
+"""The solver contract, emulated without a sandbox, for testing the examples and their solvers.
 
 Each attempt gets what the harness gives a solver: the fixture committed in a fresh git
 repository, a read-only prompt file outside it, a refuse file, and the SEALBENCH_*
 environment. The result is the workspace diff computed with neutral git config, scored by
-the example's own metric module.
+the exact-diff example's metric module or, as the verifier does, by the test-graded example's
+hidden tests run on a fresh checkout with the diff applied.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,25 +22,30 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
+from junitparser import JUnitXml
+
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "src" / "sealbench" / "example" / "coding-repair"
+EXAMPLE = ROOT / "src" / "sealbench" / "example" / "coding-repair"  # graded by hidden tests
+EXACT_EXAMPLE = ROOT / "src" / "sealbench" / "example" / "coding-repair-exact"
 GENERATOR = ROOT / "tools" / "gen_example.py"
 SOLVER_TIMEOUT_SEC = 60
 
 Task = dict[str, Any]
 
 
-def load_tasks(relative: str) -> list[Task]:
-    lines = (EXAMPLE / relative).read_text(encoding="utf-8").splitlines()
+def load_tasks(relative: str, example: Path = EXAMPLE) -> list[Task]:
+    lines = (example / relative).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def dataset() -> list[Task]:
-    return load_tasks("tasks/repair_v1.jsonl")
+def dataset(example: Path = EXAMPLE) -> list[Task]:
+    """The dataset rows; the test-graded example's carry `tests` and the two test-id lists."""
+    return load_tasks("tasks/repair_v1.jsonl", example)
 
 
-def null_pack() -> dict[str, Task]:
-    return {task["id"]: task for task in load_tasks("tasks/null_pack_v1.jsonl")}
+def null_pack(example: Path = EXAMPLE) -> dict[str, Task]:
+    return {task["id"]: task for task in load_tasks("tasks/null_pack_v1.jsonl", example)}
 
 
 def load_module_from(path: Path, name: str) -> ModuleType:
@@ -52,7 +59,7 @@ def load_module_from(path: Path, name: str) -> ModuleType:
 
 @cache
 def metric() -> ModuleType:
-    return load_module_from(EXAMPLE / "metric_exact_diff.py", "example_metric")
+    return load_module_from(EXACT_EXAMPLE / "metric_exact_diff.py", "example_metric")
 
 
 def matches_oracle(task: Task, diff: str) -> bool:
@@ -139,3 +146,44 @@ def run_solver(solver: str, task: Task, scratch: Path) -> Attempt:
     refusal = refuse_file.read_text(encoding="utf-8") if refuse_file.exists() else ""
     return Attempt(workspace, done.returncode, done.stderr, refusal,
                    workspace_diff(workspace), changed_paths(workspace))
+
+
+# --------------------------------------------------------------------------- hidden tests
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The hidden tests on one attempt, judged as `tests_v1` does."""
+
+    passed: dict[str, bool]
+    resolved: bool
+
+
+def verifier_command() -> str:
+    return str(yaml.safe_load((EXAMPLE / "protocol.yaml").read_text())["verifier"]["command"])
+
+
+def run_hidden_tests(task: Task, diff: str, scratch: Path) -> Verdict:
+    """What the verifier decides about ``diff``: a fresh checkout of the fixture with the diff
+    applied and the hidden tests laid over it, the protocol's command run in it (with this
+    interpreter as `python`), its JUnit XML read, every FAIL_TO_PASS and PASS_TO_PASS test
+    required to pass (a missing one fails)."""
+    workspace = checkout(task, scratch / "workspace")
+    if diff:
+        (scratch / "attempt.diff").write_text(diff, encoding="utf-8")
+        git(workspace, "apply", str(scratch / "attempt.diff"))
+    hidden = EXAMPLE / task["tests"]
+    shutil.copytree(hidden, workspace, dirs_exist_ok=True)
+    tests = sorted(p.relative_to(hidden).as_posix() for p in hidden.rglob("*") if p.is_file())
+    junit = scratch / "junit.xml"
+    argv: list[str] = []
+    for arg in shlex.split(verifier_command()):
+        argv += tests if arg == "{tests}" else [arg.replace("{junit}", str(junit))]
+    argv[0] = sys.executable if argv[0] == "python" else argv[0]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    subprocess.run(argv, cwd=workspace, env=env, capture_output=True, check=False,
+                   timeout=SOLVER_TIMEOUT_SEC)
+    passed = {f"{case.classname.replace('.', '/')}.py::{case.name}": case.is_passed
+              for suite in JUnitXml.fromfile(str(junit)) for case in suite}
+    listed = [*task["fail_to_pass"], *task["pass_to_pass"]]
+    return Verdict(passed, all(passed.get(test_id, False) for test_id in listed))

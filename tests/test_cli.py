@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sealbench.cli import main
+from sealbench.errors import BadInput
 from sealbench.example import init
 
 # a rate in any form: a percentage, a fraction between 0 and 1, or the words that carry one
@@ -135,7 +136,7 @@ def test_compare_across_identities_is_refused(example: tuple[Path, Path],
     text = (other / "protocol.yaml").read_text()
     (other / "protocol.yaml").write_text(
         text.replace("timeout_sec: 30", "timeout_sec: 31")
-            .replace("coding-repair.example.2026-11-30", "coding-repair.other"))
+            .replace("coding-repair.tests.2026-11-30", "coding-repair.other"))
     runner = CliRunner()
     assert runner.invoke(main, ["seal", str(other), "--ledger", str(ledger)]).exit_code == 0
     first = _run(example, "rulebook")
@@ -149,21 +150,51 @@ def test_compare_across_identities_is_refused(example: tuple[Path, Path],
     assert "identit" in result.stderr
 
 
+# rulebook on each bundled example (docs/example.md): tasks passed of 54 and the 95% interval
+DEMO_FIGURES = {
+    "coding-repair": ("coding-repair.tests.2026-11-30", 46, (0.7035, 0.9330)),
+    "coding-repair-exact": ("coding-repair.example.2026-11-30", 36, (0.5043, 0.7973)),
+}
+
+
+def test_init_writes_the_chosen_example(tmp_path: Path) -> None:
+    runner = CliRunner()
+    graded = runner.invoke(main, ["init", str(tmp_path / "graded")])
+    assert graded.exit_code == 0, graded.output
+    assert "wrote the coding-repair example" in graded.output
+    assert (tmp_path / "graded" / "hidden_tests").is_dir()
+    assert not (tmp_path / "graded" / "metric_exact_diff.py").exists()
+    exact = runner.invoke(main, ["init", str(tmp_path / "exact"), "--example",
+                                 "coding-repair-exact"])
+    assert exact.exit_code == 0, exact.output
+    assert (tmp_path / "exact" / "metric_exact_diff.py").is_file()
+    assert not (tmp_path / "exact" / "hidden_tests").exists()
+    unknown = runner.invoke(main, ["init", str(tmp_path / "other"), "--example", "other"])
+    assert unknown.exit_code == 2 and not (tmp_path / "other").exists()
+    with pytest.raises(BadInput, match="not a bundled example"):
+        init(tmp_path / "other", "other")
+
+
 @pytest.mark.slow
-def test_demo_prints_identity_n_mean_and_interval(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "demo")])
+@pytest.mark.parametrize("example", DEMO_FIGURES)
+def test_demo_prints_identity_n_mean_and_interval(tmp_path: Path, example: str) -> None:
+    protocol_id, passed, ci95 = DEMO_FIGURES[example]
+    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "demo"),
+                                       "--example", example])
     assert result.exit_code == 0, result.stderr
     fields = dict(line.split(None, 1) for line in result.stdout.splitlines()
                   if line[:1].strip())  # continuation lines start with spaces
-    assert fields["protocol"] == "coding-repair.example.2026-11-30"
+    assert fields["protocol"] == protocol_id
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", fields["identity"])
-    assert int(fields["n"]) >= 48
+    assert int(fields["n"]) == 54
     mean = float(fields["mean"])
     assert 0 < mean < 1
     lo, hi = (float(x) for x in re.findall(r"[\d.]+", fields["95%"].split("]")[0]))
     assert lo < mean < hi
     report = json.loads(Path(fields["report"]).read_text())
     assert report["mean"] == pytest.approx(mean, abs=5e-5)
+    assert report["mean"] == pytest.approx(passed / 54)
+    assert report["ci95"] == pytest.approx(ci95, abs=5e-5)
     # The example's libraries are clusters: a cluster-aware interval, named, never narrower
     # than Wilson's
     assert report["ci_method"] == "cluster-wilson" and "(cluster-wilson)" in fields["95%"]

@@ -1,4 +1,8 @@
-"""The bundled coding-repair example: generated, well formed, and every task provable."""
+"""The bundled examples: generated, well formed, and every task provable.
+
+`coding-repair` grades by hidden tests, `coding-repair-exact` by exact diff; both hold the same
+tasks (docs/example.md).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,14 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from importlib.metadata import requires, version
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from example_helpers import (
+    EXACT_EXAMPLE,
     EXAMPLE,
     GENERATOR,
     Task,
@@ -23,8 +30,10 @@ from example_helpers import (
     matches_oracle,
     metric,
     null_pack,
+    run_hidden_tests,
     workspace_diff,
 )
+from packaging.requirements import Requirement
 
 from sealbench.solvers.rulebook import RepoTests, parse_stub, secret_reason
 
@@ -36,6 +45,9 @@ NULL_CLASSES = {
     "NP-SECRET-01": "must_refuse",
 }
 ROW_FIELDS = {"id", "repo", "oracle", "prompt", "stratum", "cluster"}
+TEST_FIELDS = {"tests", "fail_to_pass", "pass_to_pass"}
+VERIFIER = {"command": "python -m pytest -q -p no:cacheprovider --junitxml={junit} {tests}",
+            "timeout_sec": 60}
 
 
 def oracle_text(task: Task) -> str:
@@ -48,8 +60,15 @@ def oracle_text(task: Task) -> str:
 @pytest.mark.slow
 def test_generator_check_passes_on_the_committed_example() -> None:
     done = subprocess.run([sys.executable, str(GENERATOR), "--check"], capture_output=True,
-                          text=True, check=False, timeout=300)
+                          text=True, check=False, timeout=1200)
     assert done.returncode == 0, done.stderr
+    assert "src/sealbench/example/coding-repair is up to date" in done.stdout
+    assert "src/sealbench/example/coding-repair-exact is up to date" in done.stdout
+    # what the proofs established (docs/example.md)
+    assert "rulebook keeps: 36 oracle repairs, 10 valid alternate repairs" in done.stdout
+    assert "0 wrong repairs, 8 no repair" in done.stdout
+    assert "the hidden tests pass 12 declared alternate repairs" in done.stdout
+    assert "and fail 3 repairs" in done.stdout
 
 
 def test_staleness_check_names_the_first_differing_file(tmp_path: Path) -> None:
@@ -66,29 +85,130 @@ def test_staleness_check_names_the_first_differing_file(tmp_path: Path) -> None:
     assert generator.first_difference(committed, fresh) == "stray.pyc"
 
 
+TOY_FIXTURE = {
+    "m.py": "def f(x):\n    return x + 2\n",
+    "tests/test_m.py": "from m import f\n\n\ndef test_f():\n    assert f(1) == 2\n",
+}
+WEAK_HIDDEN = "from m import f\n\n\ndef test_one():\n    assert f(1) == 2\n"
+STRONG_HIDDEN = (WEAK_HIDDEN + "\n\ndef test_three():\n    assert f(3) == 4\n"
+                 "\n\ndef test_an_int():\n    assert isinstance(f(1), int)\n")
+
+
+def toy_task(generator: Any, scratch: Path, hidden: str, *, alternate: bool = False) -> Any:
+    """A one-bug task (`x + 2`, oracle `x + 1`) where rulebook's search also finds `x * 2`,
+    which turns the visible test green and is wrong."""
+    repo = generator.ScratchRepo(scratch / "oracle-repo", TOY_FIXTURE)
+    repo.write({"m.py": "def f(x):\n    return x + 1\n"})
+    times_two = generator.Repair("times two", {"m.py": "def f(x):\n    return x * 2\n"})
+    return generator.BuiltTask(
+        {"id": "toy-1"}, TOY_FIXTURE, repo.diff(), {"tests/test_m_hidden.py": hidden},
+        must_pass=(times_two,) if alternate else (), sweep=True)
+
+
+@pytest.mark.slow
+def test_generator_derives_lists_and_rejects_a_wrong_repair(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    grading = generator.grade(tmp_path, toy_task(generator, tmp_path, STRONG_HIDDEN))
+    assert grading.fail_to_pass == ["tests/test_m_hidden.py::test_one",
+                                    "tests/test_m_hidden.py::test_three"]
+    assert grading.pass_to_pass == ["tests/test_m_hidden.py::test_an_int"]
+    assert grading.rulebook_keeps == "wrong repair"  # `*` comes before `2` in its search
+    assert grading.rejected == ["wrong repair m.py: `return x * 2`"]
+
+
+@pytest.mark.slow
+def test_generator_refuses_hidden_tests_that_pass_a_wrong_repair(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    with pytest.raises(generator.GenerationError, match="toy-1: rulebook could keep wrong "
+                       r"repair m.py: `return x \* 2`, which passes the hidden tests"):
+        generator.grade(tmp_path, toy_task(generator, tmp_path, WEAK_HIDDEN))
+
+
+@pytest.mark.slow
+def test_generator_refuses_hidden_tests_that_fail_a_declared_alternate(tmp_path: Path) -> None:
+    generator = load_module_from(GENERATOR, "gen_example")
+    with pytest.raises(generator.GenerationError,
+                       match="toy-1: the hidden tests fail the times two"):
+        generator.grade(tmp_path, toy_task(generator, tmp_path, STRONG_HIDDEN, alternate=True))
+
+
 # --------------------------------------------------------------------------- layout
 
 
-def test_protocol_yaml_declares_the_example() -> None:
-    text = (EXAMPLE / "protocol.yaml").read_text(encoding="utf-8")
+def load_spec(example: Path) -> dict[str, object]:
+    text = (example / "protocol.yaml").read_text(encoding="utf-8")
     assert text.startswith("#")
     spec = yaml.safe_load(text)
+    assert isinstance(spec, dict)
+    return spec
+
+
+@pytest.mark.parametrize("example", [EXAMPLE, EXACT_EXAMPLE], ids=lambda path: path.name)
+def test_both_protocols_declare_the_same_exam(example: Path) -> None:
+    spec = load_spec(example)
     assert spec["schema"] == "agent-bench-protocol/v1"
-    assert spec["protocol_id"] == "coding-repair.example.2026-11-30"
     assert spec["budget"] == {"timeout_sec": 30, "max_files_touched": 8}
     assert spec["publish"] == {"min_n": 40, "require_ci": True,
                                "forbidden_fields": ["single_percentage_only"]}
     assert spec["solver"] == {"diff_source": "workspace"}
-    for section, key in (("dataset", "path"), ("metric", "module"), ("null_pack", "path")):
-        assert spec[section]["sha256"] == "PENDING_SEAL"
-        assert (EXAMPLE / spec[section][key]).is_file()
-    declared = {task_id: cls for cls, ids in spec["null_pack"]["rules"].items() for task_id in ids}
+    for section, key in (("dataset", "path"), ("null_pack", "path")):
+        assert spec[section]["sha256"] == "PENDING_SEAL"  # type: ignore[index]
+        assert (example / spec[section][key]).is_file()  # type: ignore[index]
+    rules = spec["null_pack"]["rules"]  # type: ignore[index]
+    declared = {task_id: cls for cls, ids in rules.items() for task_id in ids}
     assert declared == NULL_CLASSES
 
 
-def test_task_files_are_compact_sorted_json_lines() -> None:
+def test_the_test_graded_protocol_declares_verifier_metric_and_environment() -> None:
+    spec = load_spec(EXAMPLE)
+    assert spec["protocol_id"] == "coding-repair.tests.2026-11-30"
+    assert spec["metric"] == {"builtin": "tests_v1"}
+    assert spec["verifier"] == VERIFIER
+    assert spec["environment"] == {"requirements": "./requirements.txt"}
+    assert not (EXAMPLE / "metric_exact_diff.py").exists()
+
+
+def test_the_exact_diff_protocol_is_the_seeds_metric_without_a_verifier() -> None:
+    spec = load_spec(EXACT_EXAMPLE)
+    assert spec["protocol_id"] == "coding-repair.example.2026-11-30"
+    assert spec["metric"] == {"module": "./metric_exact_diff.py", "sha256": "PENDING_SEAL"}
+    assert (EXACT_EXAMPLE / "metric_exact_diff.py").is_file()
+    assert "verifier" not in spec and "environment" not in spec
+    assert not (EXACT_EXAMPLE / "hidden_tests").exists()
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("part", ["fixtures", "oracles"])
+def test_both_protocols_hold_the_same_fixtures_and_oracles(part: str) -> None:
+    assert tree_bytes(EXAMPLE / part) == tree_bytes(EXACT_EXAMPLE / part)
+
+
+def test_both_protocols_hold_the_same_rows_but_for_the_hidden_tests() -> None:
+    graded = [*dataset(), *null_pack().values()]
+    exact = [*dataset(EXACT_EXAMPLE), *null_pack(EXACT_EXAMPLE).values()]
+    assert [{k: v for k, v in row.items() if k not in TEST_FIELDS} for row in graded] == exact
+
+
+def test_requirements_pin_pytest_and_what_it_needs() -> None:
+    """The sealed environment must hold pytest and its dependencies, each pinned with ==."""
+    lines = [line for line in (EXAMPLE / "requirements.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    pins = {Requirement(line).name.lower(): Requirement(line) for line in lines}
+    assert all(str(req.specifier).startswith("==") for req in pins.values()), lines
+    needed = {Requirement(text).name.lower() for text in requires("pytest") or []
+              if Requirement(text).marker is None
+              or Requirement(text).marker.evaluate({"extra": ""})}  # type: ignore[union-attr]
+    assert {"pytest"} | needed <= set(pins)
+    print(f"\npinned: {lines}; installed pytest {version('pytest')}")
+
+
+@pytest.mark.parametrize("example", [EXAMPLE, EXACT_EXAMPLE], ids=lambda path: path.name)
+def test_task_files_are_compact_sorted_json_lines(example: Path) -> None:
     for name in ("tasks/repair_v1.jsonl", "tasks/null_pack_v1.jsonl"):
-        for line in (EXAMPLE / name).read_text(encoding="utf-8").splitlines():
+        for line in (example / name).read_text(encoding="utf-8").splitlines():
             assert line == json.dumps(json.loads(line), sort_keys=True)
 
 
@@ -99,11 +219,29 @@ def test_dataset_rows_are_well_formed() -> None:
     assert len(set(ids)) == len(ids)
     assert not set(ids) & set(null_pack())
     for task in tasks:
-        assert set(task) == ROW_FIELDS, task["id"]
+        assert set(task) == ROW_FIELDS | TEST_FIELDS, task["id"]
         assert re.fullmatch(r"[A-Za-z0-9._-]+", task["id"])
         assert task["id"].startswith(f"{task['cluster']}-")
         assert (EXAMPLE / task["repo"] / "tests").is_dir()
         assert (EXAMPLE / task["oracle"]).is_file()
+
+
+@pytest.mark.parametrize("task", [*dataset(), *null_pack().values()],
+                         ids=lambda task: task["id"])
+def test_hidden_tests_name_their_file_and_stay_out_of_the_fixture(task: Task) -> None:
+    hidden = EXAMPLE / task["tests"]
+    assert task["tests"] == f"hidden_tests/{task['id']}"
+    files = [p.relative_to(hidden).as_posix() for p in hidden.rglob("*") if p.is_file()]
+    assert files == [f"tests/test_{task['cluster']}_hidden.py"]
+    assert not (EXAMPLE / task["repo"] / files[0]).exists()
+    source = (hidden / files[0]).read_text(encoding="utf-8")
+    ids = [*task["fail_to_pass"], *task["pass_to_pass"]]
+    assert task["fail_to_pass"] and len(set(ids)) == len(ids)
+    for test_id in ids:
+        path, name = test_id.split("::")
+        assert path == files[0] and f"\ndef {name}():" in source, test_id
+    if "expected_class" not in task:  # a bug report: its quoted call is a FAIL_TO_PASS test
+        assert f"{files[0]}::test_reported_behaviour" in task["fail_to_pass"]
 
 
 def test_dataset_spreads_over_clusters_and_strata() -> None:
@@ -218,3 +356,14 @@ def test_poison_oracle_leaves_the_bug_and_breaks_a_test(tmp_path: Path) -> None:
     after = set(suite.failures())
     assert before and before < after
     assert matches_oracle(task, workspace_diff(workspace))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", ["NP-STUB-01", "NP-STUB-02", "NP-POISON-01", "NP-LEAK-02"])
+def test_control_hidden_tests_pass_the_oracle_and_fail_doing_nothing(
+        task_id: str, tmp_path: Path) -> None:
+    """What sealing's instrument check demands of every control a rule expects to pass or fail:
+    for the must_fail ones the oracle is the poisoned edit, which must pass the metric."""
+    task = null_pack()[task_id]
+    assert run_hidden_tests(task, oracle_text(task), tmp_path / "oracle").resolved
+    assert not run_hidden_tests(task, "", tmp_path / "nothing").resolved

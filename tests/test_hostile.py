@@ -843,23 +843,29 @@ READ_INSTALLED_ORACLES = r'''
 if TASK == "toy-001":
     import glob
     found = {}
-    for path in glob.glob(CFG["oracles"] + "/*.patch"):
-        try:
-            found[path] = open(path).read()[:40]
-        except OSError as exc:
-            found[path] = type(exc).__name__
+    for pattern in CFG["patterns"]:
+        for path in glob.glob(pattern):
+            try:
+                found[path] = open(path).read()[:40]
+            except OSError as exc:
+                found[path] = type(exc).__name__
     report(found=found)
 '''
 
 
 def test_solver_cannot_read_the_installed_example_oracles(base: Path) -> None:
-    """The package ships the example with its oracles; from inside, that copy is empty."""
+    """The package ships the examples with their oracles and hidden tests; from inside, that
+    copy is empty."""
     import sealbench
 
-    oracles = Path(sealbench.__file__).resolve().parent / "example" / "coding-repair" / "oracles"
-    assert any(oracles.glob("*.patch"))  # they are there on the host
+    example = Path(sealbench.__file__).resolve().parent / "example"
+    patterns = [f"{example}/coding-repair/oracles/*.patch",
+                f"{example}/coding-repair/hidden_tests/*/tests/*.py",
+                f"{example}/coding-repair-exact/oracles/*.patch"]
+    for pattern in patterns:  # they are there on the host
+        assert any(Path("/").glob(pattern.lstrip("/"))), pattern
     proto, ledger = sealed_toy(base)
-    command = hostile_solver(base / "agent", after=READ_INSTALLED_ORACLES, oracles=str(oracles))
+    command = hostile_solver(base / "agent", after=READ_INSTALLED_ORACLES, patterns=patterns)
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
     assert seen == {"found": {}}

@@ -139,7 +139,8 @@ def test_schema_version_is_recorded_and_newer_ledgers_refused(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_two_concurrent_runs_of_the_example_on_one_ledger_lose_nothing(tmp_path: Path) -> None:
-    proto = init(tmp_path / "coding-repair")
+    # the exact-diff example: this is about the ledger, and it runs without a verifier
+    proto = init(tmp_path / "coding-repair-exact", "coding-repair-exact")
     ledger_path = tmp_path / "shared.sqlite"
     seal(proto, ledger=Ledger(ledger_path))
     cmd = [sys.executable, "-m", "sealbench.cli", "run", str(proto), "--solver", "rulebook",

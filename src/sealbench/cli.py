@@ -27,9 +27,9 @@ from sealbench.compare import to_text as compare_text
 from sealbench.doctor import diagnose
 from sealbench.environment import cache_summary
 from sealbench.errors import BadInput, Refused, SealbenchError
+from sealbench.example import EXAMPLE, EXAMPLES, solver_command
 from sealbench.example import demo as run_demo
 from sealbench.example import init as init_example
-from sealbench.example import solver_command
 from sealbench.ledger import Ledger, RunRow, default_path, export_lines
 from sealbench.report import (
     REPORT_FORMAT,
@@ -105,13 +105,19 @@ def main() -> None:
     pass
 
 
-@main.command(help="Write the bundled example protocol (coding-repair) into DIR, unsealed."
-              + EXIT_HELP)
+EXAMPLE_OPTION = click.option(
+    "--example", type=click.Choice(EXAMPLES), default=EXAMPLE, show_default=True,
+    help="Which bundled example: graded by hidden tests (coding-repair) or by exact diff "
+         "(coding-repair-exact); docs/example.md.")
+
+
+@main.command(help="Write a bundled example protocol into DIR, unsealed." + EXIT_HELP)
 @click.argument("directory", type=click.Path(path_type=Path))
-def init(directory: Path) -> None:
+@EXAMPLE_OPTION
+def init(directory: Path, example: str) -> None:
     with _errors():
-        dest = init_example(directory)
-    out.print(f"wrote the coding-repair example to {dest}; next: sealbench seal {dest}",
+        dest = init_example(directory, example)
+    out.print(f"wrote the {example} example to {dest}; next: sealbench seal {dest}",
               markup=False)
 
 
@@ -516,16 +522,17 @@ def doctor() -> None:
     sys.exit(3)
 
 
-@main.command(help="Init the example into a fresh temporary directory, seal it, run the "
+@main.command(help="Init an example into a fresh temporary directory, seal it, run the "
               "rulebook solver on it and print the report." + EXIT_HELP_RUN)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to put the demo (default: a new temporary directory).")
 @click.option("--jobs", default=2, show_default=True)
+@EXAMPLE_OPTION
 @find_links_option
-def demo(directory: Path | None, jobs: int, find_links: Path | None) -> None:
+def demo(directory: Path | None, jobs: int, example: str, find_links: Path | None) -> None:
     with _errors(), _progress() as progress:
         result = run_demo(directory, jobs=jobs, on_event=_progress_events(progress),
-                          find_links=find_links)
+                          example=example, find_links=find_links)
     _print_result(result.run)
     out.print(f"ledger     {result.ledger}", markup=False)
 
