@@ -144,6 +144,7 @@ class Harness:
         find_links: Path | None = None,
     ) -> None:
         self.protocol = protocol
+        self._abort = abort or threading.Event()
         self.files = {f.path: f for f in files}
         self.sandbox = sandbox
         # before any scratch exists: a refusal here leaves nothing behind
@@ -167,7 +168,8 @@ class Harness:
         hidden_all = (protocol.root, self.scratch, *hidden)
         try:
             self.metric = MetricRunner(spec.metric, code, self.scratch,
-                                       verifier_sandbox or sandbox, (protocol.root, *hidden))
+                                       verifier_sandbox or sandbox, (protocol.root, *hidden),
+                                       self.cages)
         except BaseException:
             self.cages.close()
             remove_tree(self.scratch)
@@ -176,7 +178,8 @@ class Harness:
             spec.verifier.model_copy(
                 update={"timeout_sec": spec.verifier.timeout_sec * timeout_scale}),
             verifier_sandbox or sandbox, self.record_for, self.tests_for,
-            hidden_all, self.cages, view=functools.partial(sandbox_view, self.environment))
+            hidden_all, self.cages, view=functools.partial(sandbox_view, self.environment),
+            abort=self._abort)
         self.context = AttemptContext(
             sandbox=sandbox,
             store=self.store,
@@ -195,7 +198,7 @@ class Harness:
             max_memory_mb=spec.budget.max_memory_mb,
             exposed=exposed,
             cages=self.cages,
-            abort=abort or threading.Event(),
+            abort=self._abort,
             environment=self.environment,
         )
 

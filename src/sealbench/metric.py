@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
+import secrets
 import selectors
 import subprocess
 import sys
@@ -27,19 +29,21 @@ from typing import Any, Literal
 
 from sealbench.errors import BadInput, Refused
 from sealbench.protocol import MetricRef, Task
-from sealbench.sandbox import Mounts, Sandbox, command_files
+from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
 from sealbench.verifier import Verifier, VerifierRun, resolved
 
 METRIC_INTERFACE_VERSION = 2
 MAX_REPLY_BYTES = 1024 * 1024
 LOG_TAIL_BYTES = 300
+METRIC_MAX_PROCESSES = 512
 
 # The worker: reads the sealed code (length-prefixed) on stdin, answers one JSON line per
 # request on a private copy of fd 1; fd 1 itself then points at stderr (the log), so a metric's
 # print() can never be mistaken for its answer.
 WORKER = r"""
 import json, os, sys, types
-reply = os.fdopen(os.dup(1), "w", encoding="utf-8")
+reply_fd = os.dup2(1, 250 + os.getpid() % 700)
+reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
 path, interface = sys.argv[1], int(sys.argv[2])
@@ -66,9 +70,9 @@ for line in source:
             raw = score(request["diff"], request["oracle_path"])
         else:
             raw = score(request["attempt"])
-        answer({"raw": raw})
+        answer({"id": request["id"], "raw": raw})
     except BaseException as exc:
-        answer({"error": f"{type(exc).__name__}: {exc}"})
+        answer({"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
 """
 
 
@@ -90,11 +94,19 @@ class _Worker:
     """One metric process; used by one attempt at a time."""
 
     def __init__(self, code: bytes, path: str, interface: int, cwd: Path, log: Path,
-                 confine: Callable[[list[str]], list[str]]) -> None:
+                 confine: Callable[[list[str]], list[str]],
+                 cages: CagePool | None = None) -> None:
         self.log = log
-        with log.open("ab") as err:
+        self.cages = cages
+        # a process cage finds every process the metric starts, setsid or not, when it ends
+        self.cage = cages.acquire(METRIC_MAX_PROCESSES) if cages is not None else None
+        argv = confine([sys.executable, "-I", "-c", WORKER, path, str(interface)])
+        if self.cage is not None:
+            argv = [*self.cage.prefix(), *argv]
+        with log.open("ab") as err, \
+                self.cage.spawning() if self.cage is not None else contextlib.nullcontext():
             self.proc = subprocess.Popen(
-                confine([sys.executable, "-I", "-c", WORKER, path, str(interface)]), cwd=cwd,
+                argv, cwd=cwd,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
                      "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
@@ -152,6 +164,9 @@ class _Worker:
         with contextlib.suppress(OSError):
             self.proc.kill()
         self.proc.wait()
+        if self.cage is not None and self.cages is not None:
+            self.cages.release(self.cage)  # kills what the metric left running
+            self.cage = None
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:
@@ -162,8 +177,10 @@ class MetricRunner:
     """The protocol's metric: a sealed module run in worker processes, or a built-in."""
 
     def __init__(self, ref: MetricRef, code: bytes | None, scratch: Path,
-                 sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = ()) -> None:
+                 sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = (),
+                 cages: CagePool | None = None) -> None:
         self.ref = ref
+        self.cages = cages
         self.sandbox = sandbox
         self.hidden = hidden
         self.path = ref.module or f"builtin:{ref.builtin}"
@@ -185,7 +202,7 @@ class MetricRunner:
             self._started += 1
             number = self._started
         worker = _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
-                         self.scratch / f"metric-{number}.log", self._confine)
+                         self.scratch / f"metric-{number}.log", self._confine, self.cages)
         try:
             first = worker.receive(self.ref.timeout_sec)
         except MetricFailure as exc:
@@ -242,9 +259,12 @@ class MetricRunner:
             worker = self._acquire()
         except BadInput as exc:
             return MetricResult(False, "", {}, str(exc))
+        request_id = secrets.token_hex(8)
         try:
-            worker.send(json.dumps(request).encode() + b"\n")
+            worker.send(json.dumps({**request, "id": request_id}).encode() + b"\n")
             answer = worker.receive(self.ref.timeout_sec)
+            if answer.get("id") != request_id:  # an answer that is not to this request
+                raise MetricFailure("answered out of turn (not to this request)")
         except MetricFailure as exc:
             worker.kill()
             return MetricResult(False, "", {}, str(exc))
@@ -266,7 +286,9 @@ def _jsonable(raw: dict[str, Any]) -> dict[str, Any]:
     """Keep what JSON can store; the ledger must never fail on what a metric returned."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if isinstance(value, str | int | float | bool) or value is None:
+        if isinstance(value, float) and not math.isfinite(value):
+            out[str(key)] = repr(value)  # NaN and infinities are not JSON
+        elif isinstance(value, str | int | float | bool) or value is None:
             out[str(key)] = value
         else:
             out[str(key)] = repr(value)

@@ -70,8 +70,11 @@ class MetricRef(_Strict):
         return self
 
 
+# what runs inside the test runner before the tests: its plugins and conftests, and every file
+# pytest reads its configuration (addopts, plugins) from
 DEFAULT_PROTECTED = ("conftest.py", "pytest.py", "_pytest", "py.py", "pluggy", "pytest.ini",
-                     "sitecustomize.py", "usercustomize.py", "*.pth")
+                     ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini",
+                     "setup.cfg", "sitecustomize.py", "usercustomize.py", "*.pth")
 
 
 class VerifierSpec(_Strict):

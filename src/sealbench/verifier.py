@@ -17,13 +17,14 @@ import shlex
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from sealbench.errors import InfrastructureError
-from sealbench.process import Execution, Limits, run_confined
+from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import Task, VerifierSpec
 from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
 from sealbench.workspace import (
@@ -215,6 +216,24 @@ def overlay(root: Path, files: Tree) -> None:
         write_entry(str(target), entry.mode, entry.data)
 
 
+def restore_package_inits(root: Path, hidden_tests: Tree, fixture: Tree) -> None:
+    """The directories that hold hidden tests belong to the protocol: their `__init__.py`
+    (imported by the runner before any test, so it could patch the runner) is laid out as the
+    fixture has it, or removed when the fixture has none — unless the hidden tests bring
+    their own."""
+    folders: set[PurePosixPath] = set()
+    for rel in hidden_tests:
+        folders.update(PurePosixPath(rel).parents)
+    for folder in sorted(folders):
+        rel = (folder / "__init__.py").as_posix()
+        if rel in hidden_tests:
+            continue
+        if rel in fixture:
+            overlay(root, {rel: fixture[rel]})
+        else:
+            _remove_any(root / rel)
+
+
 def _make_real_directory(path: Path) -> None:
     try:
         info = path.lstat()
@@ -278,6 +297,7 @@ class Verifier:
     view: Callable[[dict[str, str], tuple[Path, ...]],
                    tuple[dict[str, str], tuple[Path, ...]]] = field(
         default=lambda env, runtime: (env, runtime))
+    abort: threading.Event | None = None  # the user's second Ctrl-C
 
     def run(self, task: Task, diff: bytes, directory: Path) -> VerifierRun:
         """Grade one attempt's diff in `directory` (created here, left for the caller to
@@ -296,6 +316,7 @@ class Verifier:
         hidden_tests = self.tests_for(task)
         try:
             overlay(workspace, hidden_tests)
+            restore_package_inits(workspace, hidden_tests, self.record_for(task).files)
         except OSError as exc:
             raise InfrastructureError(f"verifier on {task.id}: the hidden tests could not be "
                                       f"laid out: {exc}") from exc
@@ -305,6 +326,8 @@ class Verifier:
         argv = expand_command(self.spec.command, tests=test_files, junit=str(junit),
                               workspace=str(workspace))
         execution = self._execute(argv, workspace, out)
+        if execution.interrupted:
+            raise AttemptInterrupted(task.id)
         return _finish(execution, junit, self.spec)
 
     def _execute(self, argv: list[str], workspace: Path, out: Path) -> Execution:
@@ -326,7 +349,7 @@ class Verifier:
         sandbox = Sandbox(self.sandbox.kind, self.sandbox.bwrap, network=False,
                           reason=self.sandbox.reason)
         return run_confined(argv, sandbox=sandbox, mounts=mounts, env=env, limits=limits,
-                            cages=self.cages)
+                            cages=self.cages, abort=self.abort)
 
 
 def _finish(execution: Execution, junit: Path, spec: VerifierSpec) -> VerifierRun:
@@ -350,9 +373,17 @@ def _finish(execution: Execution, junit: Path, spec: VerifierSpec) -> VerifierRu
     except (OSError, ValueError) as exc:
         return replace(base, report_problem=f"the JUnit report cannot be read: {exc}")
     try:
-        return replace(base, tests=parse_junit(data), junit=data)
+        tests = parse_junit(data)
     except ValueError as exc:
         return replace(base, junit=data, report_problem=str(exc))
+    if execution.returncode not in (0, 5) and not any(
+            t.outcome in ("failed", "error") for t in tests):
+        # pytest exits 1 only when a test failed: a report without one was rewritten (code
+        # under test can do that at exit); trust neither (docs/protocol.md)
+        return replace(base, junit=data, report_problem=(
+            f"the verifier exited with status {execution.returncode} but its JUnit report "
+            "lists no failed test: the report does not agree with the run"))
+    return replace(base, tests=tests, junit=data)
 
 
 def read_report(path: Path) -> bytes:
