@@ -148,7 +148,8 @@ sys.exit((rulebook if task.startswith("NP-") else gullible).main([task]))
 @pytest.mark.slow
 def test_acceptance_4_honest_only_on_np_ids_is_refused_on_the_bundled_example(
         tmp_path: Path) -> None:
-    proto = init(tmp_path / "coding-repair")
+    # the exact-diff example: same controls, and no hidden tests to run at seal (quicker)
+    proto = init(tmp_path / "coding-repair-exact", "coding-repair-exact")
     ledger = tmp_path / "ledger.sqlite"
     sealed = CliRunner().invoke(main, ["seal", str(proto), "--ledger", str(ledger)])
     assert sealed.exit_code == 0, sealed.output

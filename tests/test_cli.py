@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -130,13 +129,12 @@ def test_rulebook_publishes_and_beats_a_weaker_variant_in_compare(
 @pytest.mark.slow
 def test_compare_across_identities_is_refused(example: tuple[Path, Path],
                                               tmp_path: Path) -> None:
-    proto, ledger = example
-    other = tmp_path / "other"
-    shutil.copytree(proto, other)
+    # the other exam is the exact-diff example (no hidden tests to run: sealing it is quick)
+    _, ledger = example
+    other = init(tmp_path / "other", "coding-repair-exact")
     text = (other / "protocol.yaml").read_text()
     (other / "protocol.yaml").write_text(
-        text.replace("timeout_sec: 30", "timeout_sec: 31")
-            .replace("coding-repair.tests.2026-11-30", "coding-repair.other"))
+        text.replace("coding-repair.example.2026-11-30", "coding-repair.other"))
     runner = CliRunner()
     assert runner.invoke(main, ["seal", str(other), "--ledger", str(ledger)]).exit_code == 0
     first = _run(example, "rulebook")
