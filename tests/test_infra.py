@@ -148,8 +148,9 @@ def test_acceptance_9_a_sandbox_failing_mid_run_blocks_publication_until_resume(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     count = tmp_path / "bwrap-calls"
-    # call 1 is sealbench's start-up probe; calls 4..9 are every try of two attempts
-    (bin_dir / "bwrap").write_text(FLAKY_BWRAP.format(count=count, fail_from=4, fail_to=9,
+    # call 1 is sealbench's start-up probe, then the metric worker's sandbox; calls 5..10 are
+    # every try of two attempts
+    (bin_dir / "bwrap").write_text(FLAKY_BWRAP.format(count=count, fail_from=5, fail_to=10,
                                                       real=real))
     (bin_dir / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sealbench.errors import BadInput, Refused
+from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.protocol import MetricRef, Task
 from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
 from sealbench.verifier import Verifier, VerifierRun, resolved
@@ -194,19 +194,26 @@ class MetricRunner:
             if ref.sha256 not in ("PENDING_SEAL", self.sha256):
                 raise Refused(f"{self.path}: metric module differs from the sealed one "
                               "(tampered)")
-            self._release(self._start())  # a module that does not load fails here, once
+            # a module that does not load is bad input, found here once, in a plain process:
+            # whether it loads must not depend on the sandbox working at this moment
+            self._start(confined=False).kill()
+            with contextlib.suppress(InfrastructureError):  # else each attempt tries again
+                self._release(self._start())
 
-    def _start(self) -> _Worker:
+    def _start(self, *, confined: bool = True) -> _Worker:
         assert self.code is not None and self.ref.module is not None
         with self._lock:
             self._started += 1
             number = self._started
         worker = _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
-                         self.scratch / f"metric-{number}.log", self._confine, self.cages)
+                         self.scratch / f"metric-{number}.log",
+                         self._confine if confined else (lambda argv: argv), self.cages)
         try:
             first = worker.receive(self.ref.timeout_sec)
         except MetricFailure as exc:
             worker.kill()
+            if confined:  # it loaded in a plain process: the sandbox is what failed
+                raise InfrastructureError(f"the metric process did not start: {exc}") from None
             raise BadInput(f"{self.ref.module}: metric module failed to load: {exc}") from None
         if "load_error" in first:
             worker.kill()
