@@ -196,7 +196,11 @@ class MetricRunner:
                               "(tampered)")
             # a module that does not load is bad input, found here once, in a plain process:
             # whether it loads must not depend on the sandbox working at this moment
-            self._start(confined=False).kill()
+            plain = self._start(confined=False)
+            if not self._sandboxed():
+                self._release(plain)  # the plain worker is what scoring uses anyway
+                return
+            plain.kill()
             with contextlib.suppress(InfrastructureError):  # else each attempt tries again
                 self._release(self._start())
 
@@ -224,11 +228,14 @@ class MetricRunner:
             raise BadInput(f"{self.ref.module}: metric module failed to load: {reason}")
         return worker
 
+    def _sandboxed(self) -> bool:
+        return self.sandbox is not None and self.sandbox.kind == "bwrap"
+
     def _confine(self, argv: list[str]) -> list[str]:
         """With bubblewrap, the worker sees the run's scratch directory — oracles and the
         graded workspaces — read-only, and the system; it keeps the network (a metric may
         call a model as its judge). Without bubblewrap it runs as a plain process."""
-        if self.sandbox is None or self.sandbox.kind != "bwrap":
+        if self.sandbox is None or not self._sandboxed():
             return argv
         home = self.scratch / "metric-home"
         home.mkdir(exist_ok=True)
