@@ -240,3 +240,18 @@ def test_published_headline_is_never_narrowed_by_strata(
         assert labelled.ci95 == plain.ci95
     w_low, w_high = wilson(sum(outcomes), n)
     assert plain.ci95[0] <= w_low + 1e-12 and plain.ci95[1] >= w_high - 1e-12
+
+
+@pytest.mark.parametrize(("network", "hosts", "text"), [
+    (None, [], "not recorded"),
+    ("none", [], "none"),
+    ("open", [], "open"),
+    ("model-api", [], "model-api, no host allowed"),
+    ("model-api", ["api.openai.com:443", "[::1]:8080"],
+     "model-api, allowed: api.openai.com:443, [::1]:8080"),
+])
+def test_network_line_of_the_renderings(network: str | None, hosts: list[str],
+                                        text: str) -> None:
+    from sealbench.report import network_text
+
+    assert network_text({"network": network, "allow_hosts": hosts}) == text

@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.egress import AllowedHost
 from sealbench.environment import (
     BuiltEnvironment,
     EnvironmentRecord,
@@ -142,6 +143,7 @@ class Harness:
         verifier_sandbox: Sandbox | None = None,
         environment: EnvironmentRecord | None = None,
         find_links: Path | None = None,
+        allow_hosts: tuple[AllowedHost, ...] = (),
     ) -> None:
         self.protocol = protocol
         self._abort = abort or threading.Event()
@@ -200,6 +202,8 @@ class Harness:
             cages=self.cages,
             abort=self._abort,
             environment=self.environment,
+            network=spec.budget.network,
+            allow_hosts=allow_hosts,
         )
 
     def __enter__(self) -> Harness:

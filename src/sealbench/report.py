@@ -144,6 +144,9 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "solver": {"command": run.solver},
         "sandbox": run.sandbox,
         "exposed": list(options.get("expose", [])),
+        # absent from runs recorded before the policy had names: not known, so null
+        "network": options.get("network"),
+        "allow_hosts": list(options.get("allow_hosts", [])),
         "n": head.n,
         "mean": head.mean,
         "ci95": list(head.ci95),
@@ -335,6 +338,17 @@ def headline_text(report: dict[str, Any]) -> str:
             f"{conditional}; n = {report['n']})")
 
 
+def network_text(report: dict[str, Any]) -> str:
+    """The network policy in one phrase, with the hosts model-api admitted."""
+    policy = report.get("network")
+    if policy is None:
+        return "not recorded"
+    if policy != "model-api":
+        return str(policy)
+    hosts = report.get("allow_hosts") or []
+    return f"model-api, allowed: {', '.join(hosts)}" if hosts else "model-api, no host allowed"
+
+
 def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The facts every rendering shows beside the headline, in order."""
     interval = report["interval"]
@@ -343,6 +357,7 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("run", report["run_id"]),
         ("solver", report["solver"]["command"]),
         ("sandbox", report["sandbox"]),
+        ("network", network_text(report)),
         ("n (scored tasks)", str(report["n"])),
         ("epochs", str(report["epochs"])),
         ("interval", f"{report['ci_method']}: {interval['reason']}"),

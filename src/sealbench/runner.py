@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sealbench
+from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
@@ -80,6 +81,8 @@ class RunOptions:
     expose: tuple[Path, ...] = ()  # host paths the solver may read (docs/isolation.md)
     # wheels to build the protocol's environment from, offline (docs/protocol.md)
     find_links: Path | None = None
+    # `--allow-host HOST[:PORT]`: what budget.network model-api admits (docs/isolation.md)
+    allow_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,19 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "returncode": result.returncode,
         "duration": round(result.duration, 4),
         "tests": tests_record(result.tests, ledger),
+        **egress_record(result.egress),
     }
+
+
+def egress_record(log: EgressLog | None) -> dict[str, Any]:
+    """The attempt's connections under model-api, in the order they were opened (absent for
+    an attempt that ran without the proxy); how many more were only counted, if any."""
+    if log is None:
+        return {}
+    record: dict[str, Any] = {"egress": [c.as_record() for c in log.connections]}
+    if log.unlogged:
+        record["egress_unlogged"] = log.unlogged
+    return record
 
 
 def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | None:
@@ -296,9 +311,15 @@ class Run:
         argv = parse_solver(solver_command, sealed.protocol.root)
         _check_scratch(scratch_root(), sealed.protocol.root, ledger)
         check_exposed(options.expose, sealed.protocol.root, ledger)
-        self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
+        self.allow_hosts = allowed_hosts(options.allow_hosts)
+        self._check_network(sealed)
+        self.sandbox = detect(network=spec.budget.network == "open", want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
+                          f"{self.sandbox.reason}")
+        if self.sandbox.kind == "none" and spec.budget.network == "model-api":
+            raise Refused(f"{sealed.protocol.path.name}: budget.network is 'model-api', which "
+                          f"only bubblewrap can enforce, and no sandbox is available: "
                           f"{self.sandbox.reason}")
         if self.sandbox.kind == "none":
             if spec.budget.sandbox == "required":
@@ -312,6 +333,17 @@ class Run:
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         self.solver = CommandSolver(argv, visible=solver_files(argv))
+
+    def _check_network(self, sealed: Sealed) -> None:
+        """`--allow-host` means something only under model-api (one line, exit 2); model-api
+        with no host allowed runs, every connection denied, and says so."""
+        policy = sealed.protocol.spec.budget.network
+        if self.allow_hosts and policy != "model-api":
+            raise BadInput(f"--allow-host: {sealed.protocol.path.name} says budget.network is "
+                           f"'{policy}'; allowed hosts apply only under 'model-api'")
+        if policy == "model-api" and not self.allow_hosts:
+            self.emit("warning", {"message": "budget.network is 'model-api' but no "
+                                  "--allow-host was given: every connection will be denied"})
 
     def hidden(self) -> tuple[Path, ...]:
         db = self.ledger.path.resolve()
@@ -369,7 +401,8 @@ class Run:
                          exposed=tuple(p.resolve() for p in self.options.expose),
                          abort=self.control.abort, attempt_id=self.label,
                          environment=self.sealed.lock.environment,
-                         find_links=self.options.find_links) as harness:
+                         find_links=self.options.find_links,
+                         allow_hosts=self.allow_hosts) as harness:
                 self._environment_note(harness)
                 self._attempts(harness, jobs, rules)
                 if not self.doomed.is_set():
@@ -416,6 +449,8 @@ class Run:
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
             "expose": [str(p.resolve()) for p in self.options.expose],
+            "network": spec.budget.network,
+            "allow_hosts": [str(h) for h in self.allow_hosts],
             "expected": {"null_pack": len(self.sealed.protocol.null_pack),
                          "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
@@ -503,9 +538,24 @@ class RunInterrupted(SealbenchError):
     exit_status = EXIT_INTERRUPTED
 
 
+def allowed_hosts(given: tuple[str, ...]) -> tuple[AllowedHost, ...]:
+    """`--allow-host` values parsed, in the order given, each once; BadInput naming the first
+    that is not HOST[:PORT] (exit 2)."""
+    hosts: list[AllowedHost] = []
+    for text in given:
+        try:
+            host = parse_allowed_host(text)
+        except ValueError as exc:
+            raise BadInput(f"--allow-host {text!r}: {exc}") from None
+        if host not in hosts:
+            hosts.append(host)
+    return tuple(hosts)
+
+
 def _check_options(options: RunOptions) -> None:
     if options.jobs < 1 or options.epochs < 1:
         raise BadInput("--jobs and --epochs must be >= 1")
+    allowed_hosts(options.allow_hosts)
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
@@ -560,7 +610,12 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                         epochs=row.options["epochs"], report_path=options.report_path,
                         sandbox=options.sandbox, hide=options.hide,
                         expose=tuple(Path(p) for p in row.options.get("expose", [])),
-                        find_links=options.find_links)
+                        find_links=options.find_links,
+                        allow_hosts=tuple(row.options.get("allow_hosts", [])))
+    if options.allow_hosts and set(allowed_hosts(options.allow_hosts)) \
+            != set(allowed_hosts(stored.allow_hosts)):
+        raise Refused(f"run {run_id} began with --allow-host {list(stored.allow_hosts)}; it "
+                      "cannot continue with other allowed hosts")
     if options.expose and {p.resolve() for p in options.expose} != set(stored.expose):
         raise Refused(f"run {run_id} began with --expose {sorted(map(str, stored.expose))}; "
                       "it cannot continue with other exposed paths")
