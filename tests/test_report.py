@@ -255,3 +255,21 @@ def test_network_line_of_the_renderings(network: str | None, hosts: list[str],
     from sealbench.report import network_text
 
     assert network_text({"network": network, "allow_hosts": hosts}) == text
+
+
+def test_a_report_from_before_the_network_policy_still_verifies(tmp_path: Path) -> None:
+    """A run recorded before the run header had `network`: its recomputed report has neither
+    key, so the report written then verifies; the renderings say "not recorded"."""
+    from sealbench.report import build_report, network_text, verify_report
+
+    report = golden_run(tmp_path)
+    ledger = Ledger(Path(report["records"]["ledger"]))
+    options = ledger.run(report["run_id"]).options
+    del options["network"], options["allow_hosts"]
+    with ledger.transaction() as db:  # the run header as an older sealbench wrote it
+        db.execute("UPDATE runs SET options = ? WHERE run_id = ?",
+                   (json.dumps(options), report["run_id"]))
+    old = {k: v for k, v in report.items() if k not in ("network", "allow_hosts")}
+    assert verify_report(old, ledger) == []
+    assert "network" not in build_report(ledger, report["run_id"])
+    assert network_text(old) == "not recorded"

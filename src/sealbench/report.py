@@ -144,9 +144,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "solver": {"command": run.solver},
         "sandbox": run.sandbox,
         "exposed": list(options.get("expose", [])),
-        # absent from runs recorded before the policy had names: not known, so null
-        "network": options.get("network"),
-        "allow_hosts": list(options.get("allow_hosts", [])),
+        **_network_fields(options),
         "n": head.n,
         "mean": head.mean,
         "ci95": list(head.ci95),
@@ -170,6 +168,14 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "sealbench_version": __version__,
         "versions": versions(),
     }
+
+
+def _network_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The run's network policy and allowed hosts; absent for a run recorded before the run
+    header had them, so a report written then still verifies against its ledger."""
+    if "network" not in options:
+        return {}
+    return {"network": options["network"], "allow_hosts": list(options.get("allow_hosts", []))}
 
 
 def published_headline(scores: dict[str, dict[str, Any]], *, seed: int, ci_method: str,
