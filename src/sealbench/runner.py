@@ -6,6 +6,7 @@ events carry counts of finished attempts only.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import hmac
 import math
@@ -18,6 +19,8 @@ import socket
 import sqlite3
 import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +32,7 @@ from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.ledger import AttemptRow, Ledger
-from sealbench.protocol import Task
+from sealbench.protocol import Protocol, Task
 from sealbench.report import (
     NotPublishable,
     build_report,
@@ -80,6 +83,14 @@ class RunOptions:
     expose: tuple[Path, ...] = ()  # host paths the solver may read (docs/isolation.md)
     # wheels to build the protocol's environment from, offline (docs/protocol.md)
     find_links: Path | None = None
+    # a trial (docs/running.md#trials): these tasks (dataset or null-pack ids), or the first
+    # `limit` dataset tasks in the dataset file's order; never a rate, a report or a gate
+    tasks: tuple[str, ...] = ()
+    limit: int | None = None
+
+    @property
+    def trial(self) -> bool:
+        return bool(self.tasks) or self.limit is not None
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,44 @@ class RunResult:
     report_path: Path
     markdown_path: Path
     sandbox: Sandbox = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """A trial's attempts (the record that counts for each), in the order they were asked
+    for: what the operator reads to check the wiring. There is no rate."""
+
+    run_id: str
+    attempts: list[AttemptRow]
+    sandbox: Sandbox = field(repr=False)
+
+
+TRIAL_RUNNING = "trial-running"  # a trial while it runs; `trial` once it has ended
+TRIAL_STATES = (TRIAL_RUNNING, "trial")
+
+
+def select_tasks(protocol: Protocol, tasks: tuple[str, ...], limit: int | None
+                 ) -> list[Task]:
+    """The tasks a trial runs: each `--task` id (dataset or null pack; repeats kept once, in
+    the order given), or the first `limit` dataset tasks in the dataset file's order. An
+    unknown id is one line naming it, with the closest ids when some are close."""
+    if tasks and limit is not None:
+        raise BadInput("--task and --limit: give one or the other")
+    if limit is not None:
+        if limit < 1:
+            raise BadInput(f"--limit must be >= 1, not {limit}")
+        return list(protocol.dataset[:limit])
+    by_id = {task.id: task for task in protocol.tasks}
+    chosen: list[Task] = []
+    for task_id in tasks:
+        if task_id not in by_id:
+            close = difflib.get_close_matches(task_id, list(by_id), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise BadInput(f"--task {task_id}: no such task in the dataset or the null pack of "
+                           f"{protocol.spec.protocol_id}{hint}")
+        if by_id[task_id] not in chosen:
+            chosen.append(by_id[task_id])
+    return chosen
 
 
 def new_run_id() -> str:
@@ -294,6 +343,10 @@ class Run:
         self.command = solver_command
         spec = sealed.protocol.spec
         argv = parse_solver(solver_command, sealed.protocol.root)
+        self.trial = options.trial
+        # before anything is recorded: an unknown --task id is bad input, and no run
+        self.selection = select_tasks(sealed.protocol, options.tasks, options.limit) \
+            if self.trial else None
         _check_scratch(scratch_root(), sealed.protocol.root, ledger)
         check_exposed(options.expose, sealed.protocol.root, ledger)
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
@@ -309,6 +362,9 @@ class Run:
         self.run_id = run_id or new_run_id()
         self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
         self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
+        # set once every control has a result and the gate passed: from then on, progress may
+        # name the outcome of each (dataset) attempt; never in a trial, which has no gate
+        self.gate_open = False
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         self.solver = CommandSolver(argv, visible=solver_files(argv))
@@ -322,12 +378,24 @@ class Run:
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""
+        self._record("running")
+        self._go()
+        return self._publish()
+
+    def start_trial(self) -> TrialResult:
+        """A new trial: recorded as `trial-running`, its attempts run as a run's would (same
+        seal check, sandbox, budget, blinding), no gate, no rate; `trial` once it ends."""
+        self._record(TRIAL_RUNNING)
+        self._go()
+        return self._end_trial()
+
+    def _record(self, state: str) -> None:
         # hiding covers what exists when an attempt starts: make these exist before any does
         self.ledger.artifacts.mkdir(parents=True, exist_ok=True)
         (self.ledger.path.parent / "reports").mkdir(parents=True, exist_ok=True)
         self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
-                               self.command, self.sandbox.kind, self._ledger_options())
-        return self._go()
+                               self.command, self.sandbox.kind, self._ledger_options(),
+                               state=state)
 
     def resume(self) -> RunResult:
         """Continue a run: finished attempts are kept, unfinished ones and infrastructure
@@ -337,7 +405,8 @@ class Run:
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
-        return self._go()
+        self._go()
+        return self._publish()
 
     def label(self, task: Task, epoch: int) -> str:
         """What the solver is told this attempt is called (docs/running.md#blinded-ids)."""
@@ -345,33 +414,50 @@ class Run:
             return task.id
         return attempt_label(self.secret, task.id, epoch)
 
-    def _go(self) -> RunResult:
+    def _tasks(self) -> tuple[list[Task], list[Task]]:
+        """The controls and dataset tasks this run (or trial) attempts."""
+        chosen = self.sealed.protocol.tasks if self.selection is None else self.selection
+        return ([t for t in chosen if t.kind == "null_pack"],
+                [t for t in chosen if t.kind == "dataset"])
+
+    def _go(self) -> None:
+        """Run the attempts not done yet, then (not in a trial) judge the gate; the caller
+        publishes or ends the trial."""
         spec = self.sealed.protocol.spec
-        self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
+        self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind,
+                          "kind": "trial" if self.trial else "run",
+                          "protocol_id": self.sealed.protocol_id,
+                          "identity": self.sealed.identity, "solver": self.command})
         rules = spec.null_pack.rules.class_of()
         current = latest_rows(self.ledger.attempts(self.run_id))
         # an infrastructure error is not done: a resume runs it again
         done = {(r.phase, r.task_id, r.epoch) for r in current
                 if r.record["outcome"] != "infrastructure_error"}
-        protocol = self.sealed.protocol
-        jobs = [(t, 0) for t in protocol.null_pack] + [
-            (t, e) for e in range(self.options.epochs) for t in protocol.dataset]
+        controls, dataset = self._tasks()
+        jobs = [(t, 0) for t in controls] + [
+            (t, e) for e in range(self.options.epochs) for t in dataset]
+        expected = {"null_pack": len(controls), "dataset": len(dataset) * self.options.epochs}
         jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
                 if (t.kind, t.id, e) not in done]
         self.doomed.clear()
-        if any(r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
-               and not judge_control(r.task_id, rules[r.task_id], r.record).ok
-               for r in current):
+        if not self.trial and any(
+                r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
+                and not judge_control(r.task_id, rules[r.task_id], r.record).ok
+                for r in current):
             self.doomed.set()  # a resumed run whose gate already cannot pass
+        tally = Tally(expected, Counter(phase for phase, _, _ in done))
         try:
-            with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
+            with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
                          exposed=tuple(p.resolve() for p in self.options.expose),
                          abort=self.control.abort, attempt_id=self.label,
                          environment=self.sealed.lock.environment,
                          find_links=self.options.find_links) as harness:
                 self._environment_note(harness)
-                self._attempts(harness, jobs, rules)
+                self._attempts(harness, jobs, rules, tally)
+                if self.trial:
+                    self._stopped_check()
+                    return
                 if not self.doomed.is_set():
                     self._stopped_check()
                 self._gate(rules)
@@ -379,9 +465,9 @@ class Run:
             raise
         except BaseException as exc:
             self.ledger.recover_inflight(self.run_id, f"{type(exc).__name__}: {exc}")
-            self.ledger.set_run_state(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
+            self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
+                                      f"{type(exc).__name__}: {exc}")
             raise
-        return self._publish()
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
@@ -397,14 +483,37 @@ class Run:
         if not self.control.stop.is_set():
             return
         self.ledger.recover_inflight(self.run_id, "stopped by the user")
+        self.emit("stopped", {"reason": "stopped by the user"})
+        if self.trial:
+            self.ledger.finish_run(self.run_id, "trial", "stopped by the user; a trial is "
+                                   "never published")
+            raise RunInterrupted(
+                f"trial {self.run_id} stopped; everything finished is recorded (sealbench "
+                f"show {self.run_id}). A trial is not resumable: start a new one")
         self.ledger.set_run_state(self.run_id, "interrupted", "stopped by the user")
         raise RunInterrupted(
             f"run {self.run_id} stopped; everything finished is recorded. Resume with: "
             + self.resume_command())
 
+    def _end_trial(self) -> TrialResult:
+        """State `trial`: the attempts stay in the ledger for `show`; no gate, no rate."""
+        rows = latest_rows(self.ledger.attempts(self.run_id))
+        order: dict[tuple[str, str], int] = {
+            (t.kind, t.id): i for i, t in enumerate(self.selection or [])}
+        rows.sort(key=lambda r: (order.get((r.phase, r.task_id), len(order)), r.epoch))
+        self.ledger.finish_run(self.run_id, "trial", f"trial of {len(rows)} attempt(s); a "
+                               "trial is never published")
+        self.emit("trial", {"attempts": len(rows)})
+        return TrialResult(self.run_id, rows, self.sandbox)
+
     def _ledger_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
+        controls, dataset = self._tasks()
+        trial = {"kind": "trial", "trial": {"tasks": list(self.options.tasks),
+                                            "limit": self.options.limit}} \
+            if self.trial else {"kind": "run"}
         return {
+            **trial,
             "jobs": self.options.jobs, "timeout_scale": self.options.timeout_scale,
             "epochs": self.options.epochs, "min_n": spec.publish.min_n,
             "require_ci": spec.publish.require_ci, "ci_method": spec.publish.ci_method,
@@ -416,32 +525,52 @@ class Run:
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
             "expose": [str(p.resolve()) for p in self.options.expose],
-            "expected": {"null_pack": len(self.sealed.protocol.null_pack),
-                         "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
+            "expected": {"null_pack": len(controls),
+                         "dataset": len(dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
         }
 
     def _attempts(self, harness: Harness, jobs: list[tuple[Task, int]],
-                  rules: dict[str, str]) -> None:
+                  rules: dict[str, str], tally: Tally) -> None:
         """Run controls and dataset attempts in one interleaved stream. Progress events carry
-        counts only; a control that misbehaves (not an infrastructure error) dooms the run, so
-        no dataset attempt starts after it."""
-        self.emit("phase", {"phase": "attempts", "total": len(jobs)})
+        counts only — an attempt's outcome only once the gate has passed; a control that
+        misbehaves (not an infrastructure error) dooms the run, so no dataset attempt starts
+        after it."""
+        for phase, total in tally.expected.items():
+            if total:
+                self.emit("phase", {"phase": phase, "total": total, "done": tally.done[phase]})
+        self._open_gate(rules)  # a resume whose controls all ran already
+        began: dict[tuple[str, str, int], float] = {}
 
         def started(task: Task, epoch: int) -> None:
             self.ledger.begin_attempt(self.run_id, task.kind, task.id, epoch)
+            began[(task.kind, task.id, epoch)] = time.monotonic()
+            self.emit("attempt_started", {"phase": task.kind, "task_id": task.id,
+                                          "epoch": epoch})
 
         def finished(task: Task, epoch: int, result: Finished) -> None:
+            outcome: str | None = None
             if isinstance(result, Interrupted):
                 self.ledger.note_interrupted(self.run_id, task.kind, task.id, epoch,
                                              "killed by a second interrupt")
             else:
                 record = attempt_record(task, result, self.ledger, self.label(task, epoch))
                 self.ledger.add_attempt(self.run_id, task.kind, task.id, epoch, record)
-                if task.kind == "null_pack" and record["outcome"] != "infrastructure_error" \
+                outcome = record["outcome"]
+                if not self.trial and task.kind == "null_pack" \
+                        and outcome != "infrastructure_error" \
                         and not judge_control(task.id, rules[task.id], record).ok:
                     self.doomed.set()
-            self.emit("attempt", {"phase": "attempts", "task_id": task.id})
+            seconds = time.monotonic() - began.pop((task.kind, task.id, epoch), time.monotonic())
+            # read before this attempt could open the gate: it ran before the verdict
+            shown = outcome if self.gate_open else None
+            tally.add(task.kind, infra=isinstance(result, InfraFailure))
+            self.emit("attempt", {
+                "phase": task.kind, "task_id": task.id, "epoch": epoch,
+                "duration_ms": round(seconds * 1000), **tally.counts(task.kind),
+                "interrupted": isinstance(result, Interrupted), "outcome": shown})
+            if task.kind == "null_pack":
+                self._open_gate(rules)
 
         # once the gate is certain to fail, only the remaining controls still run (every
         # misbehaving control is named); no dataset attempt starts for a run without a rate
@@ -450,9 +579,27 @@ class Run:
         harness.run_all(pending, self.solver, self.options.jobs, finished, on_started=started,
                         should_stop=self.control.stop.is_set)
 
+    def _open_gate(self, rules: dict[str, str]) -> None:
+        """Judge the gate as soon as every control has a result, and announce it when it
+        passed: the dataset attempts still running after that may show their outcome. (Its
+        records cannot change after: only an infrastructure error is ever re-run, and one
+        fails the gate.) A failing gate is announced at the end, by _gate."""
+        if self.trial or self.gate_open or self.doomed.is_set():
+            return
+        rows = latest_rows(self.ledger.attempts(self.run_id, "null_pack"))
+        if len(rows) < len(self.sealed.protocol.null_pack):
+            return
+        gate = evaluate(rules, {r.task_id: r.record for r in rows})
+        if gate.passed:
+            self.gate_open = True
+            self.emit("gate", {"passed": True,
+                               "controls": [c.as_dict() for c in gate.controls]})
+
     def _gate(self, rules: dict[str, str]) -> None:
         """Judge the null pack once every control has run (or one has already misbehaved),
         before any rate exists."""
+        if self.gate_open:
+            return  # passed, and announced, when the last control finished
         rows = latest_rows(self.ledger.attempts(self.run_id, "null_pack"))
         gate = evaluate(rules, {r.task_id: r.record for r in rows})
         self.emit("gate", {"passed": gate.passed,
@@ -461,6 +608,7 @@ class Run:
             return
         reasons = gate.reasons()
         self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
+        self.emit("refused", {"reason": "the null pack failed: " + "; ".join(reasons)})
         raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
                       "computed" + self._resume_hint(), reasons)
 
@@ -481,6 +629,7 @@ class Run:
             report = build_report(self.ledger, self.run_id)
         except NotPublishable as exc:
             self.ledger.finish_run(self.run_id, "refused", str(exc))
+            self.emit("refused", {"reason": str(exc)})
             raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         json_path = self.report_path
@@ -494,7 +643,28 @@ class Run:
             raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
                            f"the run is published in the ledger: sealbench report "
                            f"{self.run_id}") from None
+        self.emit("published", {"n": report["n"], "mean": report["mean"],
+                                "ci95": report["ci95"], "ci_method": report["ci_method"],
+                                "report": str(json_path)})
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+
+
+class Tally:
+    """Counts of finished attempts per phase, for progress events: counts, never outcomes."""
+
+    def __init__(self, expected: dict[str, int], done: Counter[str]) -> None:
+        self.expected = expected
+        self.done = Counter({phase: done[phase] for phase in expected})
+        self.infrastructure_errors = 0
+
+    def add(self, phase: str, *, infra: bool) -> None:
+        self.done[phase] += 1
+        self.infrastructure_errors += infra
+
+    def counts(self, phase: str) -> dict[str, int]:
+        return {"finished": sum(self.done.values()), "total": sum(self.expected.values()),
+                "phase_finished": self.done[phase], "phase_total": self.expected[phase],
+                "infrastructure_errors": self.infrastructure_errors}
 
 
 class RunInterrupted(SealbenchError):
@@ -509,6 +679,8 @@ def _check_options(options: RunOptions) -> None:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
+    if report is not None and options.trial:
+        raise BadInput(f"--report {report}: a trial (--task, --limit) writes no report")
     if report is not None and (report.is_dir() or (report.parent.exists()
                                                     and not report.parent.is_dir())):
         raise BadInput(f"--report {report}: must be a file path (report.md goes beside it)")
@@ -520,17 +692,39 @@ def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
         control: RunControl | None = None, run_id: str | None = None) -> RunResult:
     """Verify the protocol, then run the solver behind the null-pack gate and publish."""
     options = options or RunOptions()
+    if options.trial:
+        raise BadInput("RunOptions.tasks and .limit make a trial: call sealbench.runner.trial")
     _check_options(options)
-    if run_id is not None:
-        if not RUN_ID_PATTERN.match(run_id):
-            raise BadInput(f"--run-id: '{run_id}' is not a valid id ([A-Za-z0-9._-]+)")
-        if ledger.has_run(run_id):
-            raise BadInput(f"--run-id: run '{run_id}' already exists in {ledger.path}; "
-                           "use --resume to continue it")
+    _check_new_run_id(ledger, run_id)
     sealed = verify(directory, ledger=ledger)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
     return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
                run_id).start()
+
+
+def trial(directory: Path | str, solver_command: str, *, ledger: Ledger,
+          options: RunOptions, on_event: Event = lambda _kind, _data: None,
+          control: RunControl | None = None, run_id: str | None = None) -> TrialResult:
+    """Run a few tasks (`options.tasks` or `options.limit`) to check the wiring: verified,
+    sandboxed and blinded like a run, recorded as a trial, never gated, never a rate."""
+    if not options.trial:
+        raise BadInput("a trial needs RunOptions.tasks or RunOptions.limit")
+    _check_options(options)
+    _check_new_run_id(ledger, run_id)
+    sealed = verify(directory, ledger=ledger)
+    ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
+    return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
+               run_id).start_trial()
+
+
+def _check_new_run_id(ledger: Ledger, run_id: str | None) -> None:
+    if run_id is None:
+        return
+    if not RUN_ID_PATTERN.match(run_id):
+        raise BadInput(f"--run-id: '{run_id}' is not a valid id ([A-Za-z0-9._-]+)")
+    if ledger.has_run(run_id):
+        raise BadInput(f"--run-id: run '{run_id}' already exists in {ledger.path}; "
+                       "use --resume to continue it")
 
 
 def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: Ledger,
@@ -539,8 +733,14 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     """Continue a killed or stopped run; refused unless the protocol identity and the solver
     command are the ones it began with. Changes nothing when refused."""
     options = options or RunOptions()
+    if options.trial:
+        raise BadInput("--task and --limit start a new trial; they cannot be given with "
+                       "--resume")
     _check_options(options)
     row = ledger.run(run_id)
+    if row.trial:
+        raise Refused(f"run {run_id} is a trial; trials are not resumable: start a new one "
+                      "with --task or --limit")
     if row.state == "published" or (row.state == "refused"
                                      and resumable_refusal(ledger, run_id) is None):
         raise Refused(f"run {run_id} is {row.state}; there is nothing to resume"
