@@ -135,3 +135,26 @@ def test_an_event_the_format_does_not_describe_is_an_error(kind: str,
 
 def test_kinds_outside_the_stream_are_left_out() -> None:
     assert to_event("sealed", {"protocol_id": "p"}, "r1", "2026-12-01T00:00:00.000Z") is None
+
+
+def test_the_stream_is_hidden_from_the_solver_even_inside_an_exposed_directory(
+        cli: Any, toy: Path, tmp_path: Path) -> None:
+    """It names each attempt's task: a solver reading it would know when it sits a control."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    events = shared / "events.jsonl"
+    peek = SOLVER + f"""
+try:
+    print('PEEK', repr(open({str(events)!r}).read()[:200]))
+except OSError as exc:
+    print('PEEK refused', type(exc).__name__)
+"""
+    command = write_solver(tmp_path / "agent", peek)
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", command, "--task", "toy-001", "--events", events,
+                 "--expose", shared, "--run-id", "peek-1")
+    assert result.exit_code == 0, result.stderr
+    shown = cli("show", "peek-1", "--task", "toy-001", "--full").stdout
+    assert "PEEK ''" in shown or "PEEK refused" in shown, shown
+    assert "run_started" not in shown
+    assert "attempt_started" in events.read_text()

@@ -334,9 +334,12 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
         ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
+    # the stream names the task each attempt runs: a solver that could read it (an exposed
+    # directory holding it) would know when it sits a control
+    hidden = (*hide, events_path) if events_path is not None else hide
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide, expose=expose, find_links=find_links, tasks=tasks,
+                         hide=hidden, expose=expose, find_links=find_links, tasks=tasks,
                          limit=limit)
     control = RunControl()
     result: RunResult | TrialResult
