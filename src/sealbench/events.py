@@ -17,7 +17,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, TextIO
+from typing import Annotated, Any, Literal, TextIO, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -145,12 +145,12 @@ Event = Annotated[RunStarted | WarningEvent | PhaseStarted | AttemptStarted | At
                   | Published | RefusedRun | Stopped | TrialEnded, Field(discriminator="type")]
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
-# runner kind -> event type; kinds not listed (the demo's "sealed", a newer runner's) are not
+# runner kind -> event model; kinds not listed (the demo's "sealed", a newer runner's) are not
 # part of the stream
-TYPES = {"run": "run_started", "warning": "warning", "phase": "phase",
-         "attempt_started": "attempt_started", "attempt": "attempt_finished", "gate": "gate",
-         "published": "published", "refused": "refused", "stopped": "stopped",
-         "trial": "trial_ended"}
+MODELS: dict[str, type[_Event]] = {
+    "run": RunStarted, "warning": WarningEvent, "phase": PhaseStarted,
+    "attempt_started": AttemptStarted, "attempt": AttemptFinished, "gate": Gate,
+    "published": Published, "refused": RefusedRun, "stopped": Stopped, "trial": TrialEnded}
 
 
 def utc_now() -> str:
@@ -158,11 +158,14 @@ def utc_now() -> str:
 
 
 def to_event(kind: str, data: dict[str, Any], run_id: str, time: str) -> Event | None:
-    """The stream's event for one runner event, validated; None for kinds not in the stream."""
-    kind_type = TYPES.get(kind)
-    if kind_type is None:
+    """The stream's event for one runner event, validated; None for kinds not in the stream.
+    Only the model's fields are taken: what else a runner event carries is not in the format
+    (so nothing outside the schema, a rate least of all, can slip into the stream)."""
+    model = MODELS.get(kind)
+    if model is None:
         return None
-    fields = {key: value for key, value in data.items() if key != "run_id"}
+    fields = {key: value for key, value in data.items() if key in model.model_fields}
+    (kind_type,) = get_args(model.model_fields["type"].annotation)  # its Literal
     return EVENT.validate_python({**fields, "v": EVENTS_VERSION, "type": kind_type,
                                   "time": time, "run_id": run_id})
 
