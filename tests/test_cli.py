@@ -298,6 +298,14 @@ def test_bad_trial_options_are_one_line_and_record_nothing(cli, toy: Path,  # ty
     assert _runs(cli) == []
 
 
+def test_a_trial_as_large_as_a_run_is_refused(cli, toy: Path, toy_solver: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--limit", "10")
+    assert result.exit_code == 3
+    assert "reaches publish.min_n (3)" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and _runs(cli) == []
+
+
 # --------------------------------------------------------------------------- show (issue 11)
 
 

@@ -379,7 +379,8 @@ def test_a_stopped_trial_ends_as_a_trial_and_is_not_resumable(tmp_path: Path) ->
             control.interrupt()
 
     with pytest.raises(RunInterrupted, match="A trial is not resumable"):
-        trial(proto, command, ledger=ledger, options=RunOptions(limit=4),
+        trial(proto, command, ledger=ledger,
+              options=RunOptions(tasks=("toy-000", "toy-001", "NP-STUB-01")),
               on_event=stop_after_one, control=control, run_id="t1")
     row = ledger.run("t1")
     assert row.state == "trial" and "stopped by the user" in (row.reason or "")
@@ -410,7 +411,8 @@ def test_outcomes_reach_progress_events_only_after_the_gate_passed(tmp_path: Pat
     (("toy-001",), None, ["toy-001"]),
     (("toy-002", "NP-STUB-01", "toy-002"), None, ["toy-002", "NP-STUB-01"]),
     ((), 2, ["toy-000", "toy-001"]),
-    ((), 99, ["toy-000", "toy-001", "toy-002", "toy-003"]),
+    (("NP-STUB-01", "NP-POISON-01", "NP-SECRET-01", "toy-000"), None,
+     ["NP-STUB-01", "NP-POISON-01", "NP-SECRET-01", "toy-000"]),
 ])
 def test_select_tasks(tmp_path: Path, tasks: tuple[str, ...], limit: int | None,
                       chosen: list[str]) -> None:
@@ -419,3 +421,18 @@ def test_select_tasks(tmp_path: Path, tasks: tuple[str, ...], limit: int | None,
 
     protocol = load(make_protocol(tmp_path / "proto"))
     assert [t.id for t in select_tasks(protocol, tasks, limit)] == chosen
+
+
+@pytest.mark.parametrize("tasks,limit", [
+    ((), 3), ((), 99), (("toy-000", "toy-001", "toy-002"), None),
+    (("toy-003", "toy-000", "NP-STUB-01", "toy-001", "toy-003"), None),
+])
+def test_a_trial_reaching_min_n_is_a_run_and_is_refused(tmp_path: Path, tasks: tuple[str, ...],
+                                                        limit: int | None) -> None:
+    """Every dataset outcome with no gate would be a rate by counting (toy: min_n 3)."""
+    from sealbench.protocol import load
+    from sealbench.runner import select_tasks
+
+    protocol = load(make_protocol(tmp_path / "proto"))
+    with pytest.raises(Refused, match=r"reaches publish\.min_n \(3\).*try at most 2"):
+        select_tasks(protocol, tasks, limit)

@@ -120,13 +120,28 @@ def select_tasks(protocol: Protocol, tasks: tuple[str, ...], limit: int | None
                  ) -> list[Task]:
     """The tasks a trial runs: each `--task` id (dataset or null pack; repeats kept once, in
     the order given), or the first `limit` dataset tasks in the dataset file's order. An
-    unknown id is one line naming it, with the closest ids when some are close."""
+    unknown id is one line naming it, with the closest ids when some are close.
+
+    A trial holds fewer dataset tasks than `publish.min_n`: one reaching it would be a whole
+    run's worth of outcomes with no gate — a rate by counting — so it is refused."""
     if tasks and limit is not None:
         raise BadInput("--task and --limit: give one or the other")
     if limit is not None:
         if limit < 1:
             raise BadInput(f"--limit must be >= 1, not {limit}")
-        return list(protocol.dataset[:limit])
+        chosen = list(protocol.dataset[:limit])
+    else:
+        chosen = _chosen_by_id(protocol, tasks)
+    dataset = sum(1 for task in chosen if task.kind == "dataset")
+    min_n = protocol.spec.publish.min_n
+    if dataset >= min_n:
+        raise Refused(f"a trial of {dataset} dataset tasks reaches publish.min_n ({min_n}): "
+                      "that is a run, whose outcomes only count behind the null-pack gate; "
+                      f"try at most {min_n - 1}, or run the protocol")
+    return chosen
+
+
+def _chosen_by_id(protocol: Protocol, tasks: tuple[str, ...]) -> list[Task]:
     by_id = {task.id: task for task in protocol.tasks}
     chosen: list[Task] = []
     for task_id in tasks:
