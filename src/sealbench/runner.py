@@ -1,7 +1,9 @@
 """`sealbench run`: verify, null pack, gate, dataset, report (docs/running.md).
 
 The order is the contract. Nothing here computes a rate before the gate has passed; progress
-events carry counts of finished attempts only.
+events carry counts of finished attempts, and an attempt's own outcome only once the gate has
+passed. A trial (`--task`, `--limit`) runs the same way on a few tasks, with no gate and no
+rate ever (docs/running.md#trials).
 """
 
 from __future__ import annotations
@@ -113,7 +115,6 @@ class TrialResult:
 
 
 TRIAL_RUNNING = "trial-running"  # a trial while it runs; `trial` once it has ended
-TRIAL_STATES = (TRIAL_RUNNING, "trial")
 
 
 def select_tasks(protocol: Protocol, tasks: tuple[str, ...], limit: int | None
