@@ -436,3 +436,30 @@ def test_a_trial_reaching_min_n_is_a_run_and_is_refused(tmp_path: Path, tasks: t
     protocol = load(make_protocol(tmp_path / "proto"))
     with pytest.raises(Refused, match=r"reaches publish\.min_n \(3\).*try at most 2"):
         select_tasks(protocol, tasks, limit)
+
+
+def test_a_resumed_run_counts_on_from_what_was_done(tmp_path: Path) -> None:
+    from sealbench.runner import RunControl, RunInterrupted, resume
+
+    proto = make_protocol(tmp_path / "proto", n=4)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent")
+    control = RunControl()
+
+    def stop_after_three(kind: str, data: dict[str, object]) -> None:
+        if kind == "attempt" and data["finished"] == 3:
+            control.interrupt()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="count-1", on_event=stop_after_three,
+            control=control)
+    done = len(ledger.attempts("count-1"))
+    events: list[tuple[str, dict[str, object]]] = []
+    resume(proto, command, "count-1", ledger=ledger,
+           on_event=lambda kind, data: events.append((kind, data)))
+    phases = {str(d["phase"]): d for k, d in events if k == "phase"}
+    assert {p: d["total"] for p, d in phases.items()} == {"null_pack": 3, "dataset": 4}
+    assert sum(int(str(d["done"])) for d in phases.values()) == done
+    finished = [int(str(d["finished"])) for k, d in events if k == "attempt"]
+    assert finished == list(range(done + 1, 8))
