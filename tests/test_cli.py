@@ -348,6 +348,8 @@ def test_acceptance_5_show_task_full_prints_the_whole_output_and_json_parses(  #
     assert all("logs" not in a for a in whole["attempts"])
     failed = json.loads(cli("show", run_id, "--failed", "--format", "json").stdout)
     assert [a["task_id"] for a in failed["attempts"]] == ["NP-SECRET-01"]
+    passed = cli("show", run_id, "--task", "toy-001", "--failed")
+    assert passed.exit_code == 0 and passed.stdout == "every attempt of toy-001 passed (--failed)\n"
     table = cli("show", run_id, "--failed")
     assert "NP-SECRET-01" in table.stdout and "toy-001" not in table.stdout
     assert cli("show", run_id, "--full").exit_code == 2

@@ -475,6 +475,8 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
             sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
             return
         if task_id is not None:
+            if not attempts:
+                _write(terminal_safe(f"every attempt of {task_id} passed (--failed)\n"))
             _print_logs(ledger, attempts, full=full)
         else:
             _print_attempts(row, attempts)
