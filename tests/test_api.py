@@ -14,7 +14,7 @@ import sealbench.sealing  # a submodule import must not shadow the API function
 def test_api_functions_are_functions_even_after_submodule_imports() -> None:
     importlib.import_module("sealbench.runner")
     importlib.import_module("sealbench.example")
-    for name in ("init", "seal", "verify", "run", "resume", "demo", "build_report",
+    for name in ("init", "seal", "verify", "run", "resume", "trial", "demo", "build_report",
                  "compare_runs", "import_swebench", "predictions"):
         assert callable(getattr(sealbench, name)), name
         assert not isinstance(getattr(sealbench, name), type(sealbench)), name

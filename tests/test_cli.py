@@ -199,3 +199,244 @@ def test_demo_prints_identity_n_mean_and_interval(tmp_path: Path, example: str) 
     assert "tasks share clusters (8 clusters)" in fields["interval"]
     w_lo, w_hi = report["interval"]["wilson95"]
     assert lo <= w_lo + 5e-5 and hi >= w_hi - 5e-5
+
+
+# --------------------------------------------------------------------------- trials (issue 11)
+
+LOUD = """\
+import sys
+# a toy agent that talks: 6000 bytes on each stream, first and last lines marked
+sys.stdout.write("FIRST-OUT\\n" + "o" * 79 + "\\n" + ("x" * 99 + "\\n") * 60 + "LAST-OUT\\n")
+sys.stderr.write("FIRST-ERR\\n" + ("e" * 99 + "\\n") * 60 + "LAST-ERR\\n")
+"""
+
+
+def _loud_solver(tmp_path: Path) -> str:
+    from toy import SOLVER, write_solver
+
+    return write_solver(tmp_path / "loud", SOLVER + "\n" + LOUD)
+
+
+def _runs(cli) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    return json.loads(cli("runs", "--format", "json").stdout)  # type: ignore[no-any-return]
+
+
+def test_acceptance_4_a_trial_of_two_tasks_prints_their_outcomes_and_no_rate(  # type: ignore[no-untyped-def]
+        cli, toy: Path, toy_solver: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--task", "toy-002", "--task",
+                 "NP-SECRET-01")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:2] == ["toy-002", "pass"]
+    assert lines[1].split()[:2] == ["NP-SECRET-01", "refused"]
+    assert "will not touch secrets" in lines[1]
+    run_id = lines[2].split()[1].rstrip(":")
+    assert lines[2] == (f"trial {run_id}: 2 attempts, no rate (a trial is never published); "
+                        f"sealbench show {run_id} --task ID for logs")
+    assert len(lines) == 3
+    assert not RATE.search(result.stdout), result.stdout
+    assert not RATE.search(result.stderr), result.stderr
+    assert result.stderr.startswith(f"trial {run_id} (sandbox: ")
+    [summary] = _runs(cli)
+    assert summary["kind"] == "trial" and summary["state"] == "trial"
+    assert summary["attempts"] == {"dataset": 1, "null_pack": 1}
+    assert summary["n"] is None and summary["mean"] is None
+    table = cli("runs").stdout
+    assert "trial" in table and run_id[:10] in table
+    # a trial has no rate anywhere: no report, no comparison, no export, no resume
+    for args in (("report", run_id), ("compare", run_id, run_id), ("export", run_id),
+                 ("export", run_id, "--format", "swebench-predictions"),
+                 ("run", toy, "--solver", toy_solver, "--resume", run_id)):
+        refused = cli(*args)
+        assert refused.exit_code == 3, args
+        assert "trial" in refused.stderr and len(refused.stderr.splitlines()) == 1
+        assert not RATE.search(refused.stdout + refused.stderr)
+
+
+def test_a_trial_of_a_failing_attempt_still_exits_0(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                    tmp_path: Path) -> None:
+    from toy import write_solver
+
+    broken = write_solver(tmp_path / "broken", "import sys\nsys.exit(3)\n")
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", broken, "--task", "NP-STUB-01")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split()[:2] == ["NP-STUB-01", "error"]
+    assert "solver exited with status 3" in result.stdout
+    assert "controls behaved" not in result.stderr  # no gate verdict, passed or failed
+
+
+def test_limit_runs_the_first_dataset_tasks_in_file_order(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                          toy_solver: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--limit", "2", "--epochs", "2")
+    assert result.exit_code == 0, result.stderr
+    tasks = [line.split()[0] for line in result.stdout.splitlines()[:-1]]
+    assert tasks == ["toy-000", "toy-000#1", "toy-001", "toy-001#1"]
+    [summary] = _runs(cli)
+    assert summary["expected"] == {"null_pack": 0, "dataset": 4}
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--task", "toy-01"), "--task toy-01: no such task in the dataset or the null pack of "
+                           "toy.v1 (did you mean toy-001"),
+    (("--task", "zzz"), "--task zzz: no such task"),
+    (("--task", "toy-001", "--limit", "1"), "--task and --limit: give one or the other"),
+    (("--limit", "0"), "--limit must be >= 1"),
+    (("--task", "toy-001", "--report", "r.json"), "a trial (--task, --limit) writes no report"),
+    (("--task", "toy-001", "--resume", "x"), "cannot be given with --resume"),
+])
+def test_bad_trial_options_are_one_line_and_record_nothing(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                           toy_solver: str,
+                                                           args: tuple[str, ...],
+                                                           message: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert _runs(cli) == []
+
+
+def test_a_trial_as_large_as_a_run_is_refused(cli, toy: Path, toy_solver: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--limit", "10")
+    assert result.exit_code == 3
+    assert "reaches publish.min_n (3)" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and _runs(cli) == []
+
+
+# --------------------------------------------------------------------------- show (issue 11)
+
+
+def test_acceptance_5_show_task_full_prints_the_whole_output_and_json_parses(  # type: ignore[no-untyped-def]
+        cli, toy: Path, tmp_path: Path) -> None:
+    assert cli("seal", toy).exit_code == 0
+    trial = cli("run", toy, "--solver", _loud_solver(tmp_path), "--task", "toy-001",
+                "--task", "NP-SECRET-01")
+    assert trial.exit_code == 0, trial.stderr
+    run_id = trial.stdout.splitlines()[-1].split()[1].rstrip(":")
+    short = cli("show", run_id, "--task", "toy-001")
+    assert short.exit_code == 0
+    for text in ("# toy-001 epoch 0 (dataset): pass", "exit code   0", "egress      none",
+                 "LAST-OUT", "LAST-ERR", "the first", "cut (--full shows all)",
+                 "+colour 1 is good"):
+        assert text in short.stdout, text
+    assert "FIRST-OUT" not in short.stdout and "FIRST-ERR" not in short.stdout
+    full = cli("show", run_id, "--task", "toy-001", "--full")
+    assert full.exit_code == 0
+    out = "FIRST-OUT\n" + "o" * 79 + "\n" + ("x" * 99 + "\n") * 60 + "LAST-OUT\n"
+    err = "FIRST-ERR\n" + ("e" * 99 + "\n") * 60 + "LAST-ERR\n"
+    assert out in full.stdout and err in full.stdout
+    assert "cut" not in full.stdout
+    document = json.loads(cli("show", run_id, "--task", "toy-001", "--format", "json",
+                              "--full").stdout)
+    [attempt] = document["attempts"]
+    assert attempt["logs"]["stdout"]["text"] == out
+    assert attempt["logs"]["stderr"]["text"] == err
+    assert attempt["logs"]["stdout"]["truncated"] is False
+    assert "+colour 1 is good" in attempt["logs"]["diff"]["text"]
+    tailed = json.loads(cli("show", run_id, "--task", "toy-001", "--format", "json").stdout)
+    stdout = tailed["attempts"][0]["logs"]["stdout"]
+    assert stdout["truncated"] is True and stdout["text"].endswith("LAST-OUT\n")
+    assert stdout["bytes"] == len(out) and stdout["encoding"] == "utf-8"
+    whole = json.loads(cli("show", run_id, "--format", "json").stdout)
+    assert whole["format"] == "sealbench-show/v1"
+    assert whole["run"]["kind"] == "trial" and whole["run"]["state"] == "trial"
+    assert "attempt_secret" not in json.dumps(whole)
+    assert {a["task_id"] for a in whole["attempts"]} == {"toy-001", "NP-SECRET-01"}
+    assert all("logs" not in a for a in whole["attempts"])
+    failed = json.loads(cli("show", run_id, "--failed", "--format", "json").stdout)
+    assert [a["task_id"] for a in failed["attempts"]] == ["NP-SECRET-01"]
+    passed = cli("show", run_id, "--task", "toy-001", "--failed")
+    assert passed.exit_code == 0 and passed.stdout == "every attempt of toy-001 passed (--failed)\n"
+    table = cli("show", run_id, "--failed")
+    assert "NP-SECRET-01" in table.stdout and "toy-001" not in table.stdout
+    assert cli("show", run_id, "--full").exit_code == 2
+    missing = cli("show", run_id, "--task", "toy-01")
+    assert missing.exit_code == 2 and "did you mean toy-001" in missing.stderr
+
+
+def test_show_never_prints_the_run_secret_or_a_rate_of_a_refused_run(  # type: ignore[no-untyped-def]
+        cli, toy: Path, tmp_path: Path) -> None:
+    from toy import write_solver
+
+    nothing = write_solver(tmp_path / "nothing", "import sys\n")
+    assert cli("seal", toy).exit_code == 0
+    assert cli("run", toy, "--solver", nothing).exit_code == 3
+    [summary] = _runs(cli)
+    run_id = str(summary["run_id"])
+    from sealbench.ledger import Ledger, default_path
+
+    secret = Ledger(default_path()).run(run_id).options["attempt_secret"]
+    for args in ((), ("--format", "json"), ("--task", "NP-STUB-01"),
+                 ("--task", "NP-STUB-01", "--format", "json")):
+        shown = cli("show", run_id, *args)
+        assert shown.exit_code == 0
+        assert secret not in shown.stdout
+        if "json" in args:  # records as stored (durations are fractions of seconds): no figure
+            document = json.loads(shown.stdout)
+            assert set(document) == {"format", "run", "attempts", "interrupted"}
+            assert not {"report", "mean", "ci95", "n"} & set(document["run"])
+        else:
+            assert not RATE.search(shown.stdout), (args, shown.stdout)
+
+
+# --------------------------------------------------------------------------- progress (issue 11)
+
+
+def test_acceptance_6_off_a_terminal_one_line_per_attempt_and_no_rate_before_the_gate(  # type: ignore[no-untyped-def]
+        cli, toy: Path, toy_solver: str) -> None:
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--jobs", "2")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    attempts = [line for line in lines if re.match(r"\[\d+/7\] ", line)]
+    assert [int(line[1:].split("/")[0]) for line in attempts] == list(range(1, 8))
+    gate = lines.index("null pack passed: 3 of 3 controls behaved")
+    for line in lines[:gate]:
+        assert not RATE.search(line), line
+        assert not re.search(r"\b(pass|fail|refused|error|violation|timeout)\b", line), line
+    for line in lines[gate:]:
+        if line in attempts:
+            assert re.search(r"dataset attempt finished: pass \(dataset \d of 4", line), line
+
+
+def test_quiet_prints_nothing_on_stderr_but_warnings(cli, toy: Path, toy_solver: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--quiet")
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    assert "headline" in result.stdout
+    none = cli("run", toy, "--solver", toy_solver, "--quiet", "--sandbox", "none")
+    assert none.exit_code == 0
+    assert none.stderr.startswith("warning: running WITHOUT a sandbox")
+    assert len(none.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("data,outcome", [
+    ({"phase": "null_pack", "finished": 1, "total": 63, "phase_finished": 1, "phase_total": 9,
+      "infrastructure_errors": 0, "interrupted": False, "outcome": None}, None),
+    ({"phase": "dataset", "finished": 12, "total": 63, "phase_finished": 11,
+      "phase_total": 54, "infrastructure_errors": 2, "interrupted": False, "outcome": None},
+     None),
+    ({"phase": "dataset", "finished": 60, "total": 63, "phase_finished": 51,
+      "phase_total": 54, "infrastructure_errors": 0, "interrupted": False, "outcome": "fail"},
+     "fail"),
+    ({"phase": "dataset", "finished": 61, "total": 63, "phase_finished": 52,
+      "phase_total": 54, "infrastructure_errors": 0, "interrupted": True, "outcome": None},
+     None),
+])
+@pytest.mark.parametrize("elapsed", [0.4, 0.0, 59.99, 3600.5])
+def test_an_attempt_line_is_counts_and_whole_seconds(data: dict[str, object],
+                                                     outcome: str | None,
+                                                     elapsed: float) -> None:
+    from sealbench.cli import attempt_line
+
+    line = attempt_line(data, elapsed)
+    assert line.startswith(f"[{data['finished']}/{data['total']}] ")
+    assert f"infra errors {data['infrastructure_errors']}" in line
+    assert f"elapsed {int(elapsed)}s" in line
+    assert not RATE.search(line), line
+    assert (f"finished: {outcome} (" in line) == (outcome is not None)
+    assert ("(interrupted)" in line) == bool(data["interrupted"])

@@ -1245,12 +1245,22 @@ def test_terminal_escapes_from_a_solver_are_never_printed_raw(base: Path, cli: A
         "report md": cli("report", result.run_id, "--format", "md", "--ledger", ledger.path),
         "report html": cli("report", result.run_id, "--format", "html",
                            "--ledger", ledger.path),
+        "show --task": cli("show", result.run_id, "--task", "toy-001", "--full",
+                           "--ledger", ledger.path),
+        "show --task refused": cli("show", result.run_id, "--task", "toy-002",
+                                   "--ledger", ledger.path),
+        "show --failed": cli("show", result.run_id, "--failed", "--ledger", ledger.path),
+        "show json": cli("show", result.run_id, "--task", "toy-001", "--format", "json",
+                         "--ledger", ledger.path),
+        "trial": cli("run", proto, "--solver", command, "--task", "toy-001", "--task",
+                     "toy-002", "--ledger", ledger.path),
     }
     for name, done in outputs.items():
         assert done.exit_code == 0, (name, done.output)
         for bad in ("\x1b", "\x07", "\x9b", "\r"):
             assert bad not in done.output, (name, bad)
-    assert "\\x1b[2J" in outputs["show"].output  # shown, visibly escaped
+    for name in ("show", "show --task", "trial"):
+        assert "\\x1b[2J" in outputs[name].output, name  # shown, visibly escaped
     for path in (result.report_path.with_suffix(".md"), result.report_path.with_suffix(".html")):
         assert "\x1b" not in path.read_text()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from toy import SOLVER, make_protocol, write_solver
 
+from sealbench.errors import Refused
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sandbox import cgroup_parent
@@ -364,3 +365,151 @@ def test_resolve_program_against_the_solvers_path(tmp_path: Path, argv0: str, on
     else:
         want = expected if expected.startswith("/") else str(tmp_path / expected)
         assert resolve_program((argv0, "x"), path, hidden) == (want, "x")
+# --------------------------------------------------------------------------- trials (issue 11)
+
+ECHO_ID = SOLVER + "\nprint('ARGV', sys.argv[-1])\n"
+
+
+def test_a_trial_is_blinded_sealed_and_recorded_as_a_trial(tmp_path: Path) -> None:
+    from sealbench.runner import TrialResult, attempt_label, trial
+
+    proto = make_protocol(tmp_path / "proto", task_ids="blind")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", ECHO_ID)
+    result = trial(proto, command, ledger=ledger,
+                   options=RunOptions(tasks=("NP-POISON-01", "toy-003", "NP-POISON-01")))
+    assert isinstance(result, TrialResult)
+    assert [(a.phase, a.task_id) for a in result.attempts] == [("null_pack", "NP-POISON-01"),
+                                                               ("dataset", "toy-003")]
+    row = ledger.run(result.run_id)
+    assert row.state == "trial" and row.trial and row.report is None
+    assert row.options["kind"] == "trial"
+    assert row.options["trial"] == {"tasks": ["NP-POISON-01", "toy-003", "NP-POISON-01"],
+                                    "limit": None}
+    assert row.options["expected"] == {"null_pack": 1, "dataset": 1}
+    secret = row.options["attempt_secret"]
+    for attempt in result.attempts:  # the solver saw opaque ids, never the task's
+        label = attempt_label(secret, attempt.task_id, attempt.epoch)
+        stdout = ledger.get_artifact(attempt.record["stdout"]).decode()
+        assert f"ARGV {label}" in stdout and attempt.task_id not in stdout
+    # sealed like a run: a tampered protocol is refused before anything is recorded
+    (proto / "metric.py").write_text((proto / "metric.py").read_text() + "\n# edited\n")
+    with pytest.raises(Refused):
+        trial(proto, command, ledger=ledger, options=RunOptions(limit=1))
+    assert len(ledger.runs()) == 1
+
+
+def test_trial_options_are_not_a_run_and_a_run_is_not_a_trial(tmp_path: Path) -> None:
+    from sealbench.errors import BadInput
+    from sealbench.runner import trial
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent")
+    with pytest.raises(BadInput, match="make a trial"):
+        run(proto, command, ledger=ledger, options=RunOptions(limit=1))
+    with pytest.raises(BadInput, match=r"needs RunOptions\.tasks"):
+        trial(proto, command, ledger=ledger, options=RunOptions())
+    assert ledger.runs() == []
+
+
+def test_a_stopped_trial_ends_as_a_trial_and_is_not_resumable(tmp_path: Path) -> None:
+    from sealbench.runner import RunControl, RunInterrupted, trial
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent")
+    control = RunControl()
+
+    def stop_after_one(kind: str, _data: dict[str, object]) -> None:
+        if kind == "attempt":
+            control.interrupt()
+
+    with pytest.raises(RunInterrupted, match="A trial is not resumable"):
+        trial(proto, command, ledger=ledger,
+              options=RunOptions(tasks=("toy-000", "toy-001", "NP-STUB-01")),
+              on_event=stop_after_one, control=control, run_id="t1")
+    row = ledger.run("t1")
+    assert row.state == "trial" and "stopped by the user" in (row.reason or "")
+    assert len(ledger.attempts("t1")) == 1
+
+
+def test_outcomes_reach_progress_events_only_after_the_gate_passed(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto", n=6, min_n=3)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    events: list[tuple[str, dict[str, object]]] = []
+    result = run(proto, write_solver(tmp_path / "agent"), ledger=ledger, run_id="order-3",
+                 on_event=lambda kind, data: events.append((kind, data)))
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("gate") == 1 and kinds[-1] == "published"
+    gate = kinds.index("gate")
+    attempts = [(i, data) for i, (kind, data) in enumerate(events) if kind == "attempt"]
+    assert len(attempts) == 9
+    for i, data in attempts:
+        assert (data["outcome"] is not None) == (i > gate)
+    # the gate opened when its last control finished: no control after it
+    last_control = max(i for i, data in attempts if data["phase"] == "null_pack")
+    assert gate == last_control + 1
+    assert result.report["n"] == 6
+
+
+@pytest.mark.parametrize("tasks,limit,chosen", [
+    (("toy-001",), None, ["toy-001"]),
+    (("toy-002", "NP-STUB-01", "toy-002"), None, ["toy-002", "NP-STUB-01"]),
+    ((), 2, ["toy-000", "toy-001"]),
+    (("NP-STUB-01", "NP-POISON-01", "NP-SECRET-01", "toy-000"), None,
+     ["NP-STUB-01", "NP-POISON-01", "NP-SECRET-01", "toy-000"]),
+])
+def test_select_tasks(tmp_path: Path, tasks: tuple[str, ...], limit: int | None,
+                      chosen: list[str]) -> None:
+    from sealbench.protocol import load
+    from sealbench.runner import select_tasks
+
+    protocol = load(make_protocol(tmp_path / "proto"))
+    assert [t.id for t in select_tasks(protocol, tasks, limit)] == chosen
+
+
+@pytest.mark.parametrize("tasks,limit", [
+    ((), 3), ((), 99), (("toy-000", "toy-001", "toy-002"), None),
+    (("toy-003", "toy-000", "NP-STUB-01", "toy-001", "toy-003"), None),
+])
+def test_a_trial_reaching_min_n_is_a_run_and_is_refused(tmp_path: Path, tasks: tuple[str, ...],
+                                                        limit: int | None) -> None:
+    """Every dataset outcome with no gate would be a rate by counting (toy: min_n 3)."""
+    from sealbench.protocol import load
+    from sealbench.runner import select_tasks
+
+    protocol = load(make_protocol(tmp_path / "proto"))
+    with pytest.raises(Refused, match=r"reaches publish\.min_n \(3\).*try at most 2"):
+        select_tasks(protocol, tasks, limit)
+
+
+def test_a_resumed_run_counts_on_from_what_was_done(tmp_path: Path) -> None:
+    from sealbench.runner import RunControl, RunInterrupted, resume
+
+    proto = make_protocol(tmp_path / "proto", n=4)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent")
+    control = RunControl()
+
+    def stop_after_three(kind: str, data: dict[str, object]) -> None:
+        if kind == "attempt" and data["finished"] == 3:
+            control.interrupt()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="count-1", on_event=stop_after_three,
+            control=control)
+    done = len(ledger.attempts("count-1"))
+    events: list[tuple[str, dict[str, object]]] = []
+    resume(proto, command, "count-1", ledger=ledger,
+           on_event=lambda kind, data: events.append((kind, data)))
+    phases = {str(d["phase"]): d for k, d in events if k == "phase"}
+    assert {p: d["total"] for p, d in phases.items()} == {"null_pack": 3, "dataset": 4}
+    assert sum(int(str(d["done"])) for d in phases.values()) == done
+    finished = [int(str(d["finished"])) for k, d in events if k == "attempt"]
+    assert finished == list(range(done + 1, 8))

@@ -7,6 +7,7 @@ The Python API mirrors the CLI, one function per command:
     sealbench.sealing(dir, ledger=...)          # sealbench seal DIR
     sealbench.verify(dir)                    # sealbench verify DIR
     sealbench.run(dir, solver, ledger=...)   # sealbench run DIR --solver CMD
+    sealbench.trial(dir, solver, ledger=..., options=RunOptions(tasks=(...)))  # run --task
     sealbench.build_report(ledger, run_id)   # sealbench report RUN_ID
     sealbench.Ledger(path).runs()            # sealbench runs
     sealbench.demo()                         # sealbench demo
@@ -29,6 +30,8 @@ _EXPORTS = {
     "RunOptions": "sealbench.runner",
     "RunResult": "sealbench.runner",
     "run": "sealbench.runner",
+    "trial": "sealbench.runner",
+    "TrialResult": "sealbench.runner",
     "resume": "sealbench.runner",
     "SealResult": "sealbench.sealing",
     "seal": "sealbench.sealing",

@@ -6,9 +6,11 @@ gate failed, below min_n, non-comparable).
 
 from __future__ import annotations
 
+import difflib
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +18,15 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from sealbench import __version__
@@ -28,10 +38,17 @@ from sealbench.doctor import diagnose
 from sealbench.egress import egress_lines
 from sealbench.environment import cache_summary
 from sealbench.errors import BadInput, Refused, SealbenchError
+from sealbench.events import EventWriter
 from sealbench.example import EXAMPLE, EXAMPLES, solver_command
 from sealbench.example import demo as run_demo
 from sealbench.example import init as init_example
-from sealbench.ledger import Ledger, RunRow, default_path, export_lines
+from sealbench.ledger import AttemptRow, Ledger, RunRow, default_path, export_lines
+from sealbench.logs import (
+    attempt_logs,
+    duration_text,
+    show_document,
+)
+from sealbench.logs import failed as is_failed
 from sealbench.report import (
     REPORT_FORMAT,
     NotPublishable,
@@ -43,9 +60,10 @@ from sealbench.report import (
     to_markdown,
     verify_report,
 )
-from sealbench.runner import RunControl, RunOptions, RunResult
+from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult
 from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
+from sealbench.runner import trial as trial_protocol
 from sealbench.sealing import seal as seal_protocol
 from sealbench.sealing import verify as verify_protocol
 from sealbench.swebench import (
@@ -158,15 +176,41 @@ def verify(directory: Path, ledger_path: Path | None) -> None:
               f"files  {len(sealed.lock.files)} verified", markup=False)
 
 
-def _progress_events(progress: Progress | None) -> Callable[[str, dict[str, Any]], None]:
-    """Print run events; progress shows counts of finished attempts, never a rate."""
-    tasks: dict[str, Any] = {}
+PHASES = {"null_pack": "null pack", "dataset": "dataset"}
+
+
+def attempt_line(data: dict[str, Any], elapsed: float) -> str:
+    """The line a finished attempt prints off a terminal: counts and whole seconds; the
+    outcome of that attempt only when the runner gives one (after the gate passed). A
+    fraction such as `0.4s` would read as a rate: never printed."""
+    phase = PHASES.get(data["phase"], data["phase"])
+    what = f"{phase} attempt finished"
+    if data.get("interrupted"):
+        what += " (interrupted)"
+    elif data.get("outcome"):
+        what += f": {data['outcome']}"
+    return (f"[{data['finished']}/{data['total']}] {what} ({phase} {data['phase_finished']} "
+            f"of {data['phase_total']}; infra errors {data['infrastructure_errors']}; "
+            f"elapsed {int(elapsed)}s)")
+
+
+def _progress_events(progress: Progress | None, *, quiet: bool = False
+                     ) -> Callable[[str, dict[str, Any]], None]:
+    """Print run events on stderr: a bar per phase on a terminal, one line per finished
+    attempt off it; counts only, never a rate. Quiet: warnings only."""
+    bars: dict[str, TaskID] = {}
+    began = time.monotonic()
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind == "run":
-            err.print(f"run {data['run_id']} (sandbox: {data['sandbox']})", markup=False)
-        elif kind == "warning":
+        nonlocal began
+        if kind == "warning":
             err.print(f"warning: {terminal_safe(data['message'])}", markup=False)
+        elif quiet:
+            return
+        elif kind == "run":
+            began = time.monotonic()
+            noun = "trial" if data.get("kind") == "trial" else "run"
+            err.print(f"{noun} {data['run_id']} (sandbox: {data['sandbox']})", markup=False)
         elif kind == "sealed":
             err.print(f"sealed {data['protocol_id']} as {data['identity']}", markup=False)
         elif kind == "gate":
@@ -175,22 +219,52 @@ def _progress_events(progress: Progress | None) -> Callable[[str, dict[str, Any]
             err.print(f"null pack {verdict}: {ok} of {len(data['controls'])} controls behaved",
                       markup=False)
         elif kind == "phase" and progress is not None:
-            tasks[data["phase"]] = progress.add_task(data["phase"].replace("_", " "),
-                                                     total=data["total"])
+            bars[data["phase"]] = progress.add_task(
+                PHASES.get(data["phase"], data["phase"]), total=data["total"],
+                completed=data.get("done", 0))
         elif kind == "attempt" and progress is not None:
-            progress.advance(tasks[data["phase"]])
+            if data["phase"] in bars:
+                progress.advance(bars[data["phase"]])
+        elif kind == "attempt":
+            err.print(attempt_line(data, time.monotonic() - began), markup=False)
+
+    return on_event
+
+
+def _both(*handlers: Callable[[str, dict[str, Any]], None]
+          ) -> Callable[[str, dict[str, Any]], None]:
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        for handler in handlers:
+            handler(kind, data)
 
     return on_event
 
 
 @contextmanager
-def _progress() -> Iterator[Progress | None]:
-    if not err.is_terminal:
+def _progress(*, quiet: bool = False) -> Iterator[Progress | None]:
+    """A live display per phase (counts, elapsed, time remaining) on a terminal; None off
+    it, or when quiet."""
+    if quiet or not err.is_terminal:
         yield None
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as progress:
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err,
+                  transient=True) as progress:
         yield progress
+
+
+@contextmanager
+def _event_file(path: Path | None) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """`--events FILE`: the JSON Lines stream (docs/formats.md#events), or nothing."""
+    if path is None:
+        yield lambda _kind, _data: None
+        return
+    try:
+        handle = path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--events {path}: cannot be written ({exc.strerror or exc})") from None
+    with handle:
+        yield EventWriter(handle)
 
 
 def _print_result(result: RunResult) -> None:
@@ -253,30 +327,65 @@ def _print_result(result: RunResult) -> None:
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]",
               help="A host the egress proxy admits under budget.network: model-api "
                    "(repeatable; port 443 unless given); recorded in the run and its report.")
+@click.option("--task", "tasks", multiple=True, metavar="TASK_ID",
+              help="Run only this task (dataset or null-pack id; repeatable) as a trial: "
+                   "recorded as one, never gated, never a rate or report.")
+@click.option("--limit", type=int, default=None, metavar="N",
+              help="Run the first N dataset tasks, in the dataset file's order, as a trial.")
+@click.option("--events", "events_path", type=click.Path(path_type=Path), default=None,
+              help="Write the run's events to FILE as JSON Lines (docs/formats.md#events).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Nothing on stderr but warnings and errors.")
 @find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
-        home_from: Path | None, allow_hosts: tuple[str, ...], find_links: Path | None,
+        home_from: Path | None, allow_hosts: tuple[str, ...], tasks: tuple[str, ...],
+        limit: int | None, events_path: Path | None, quiet: bool, find_links: Path | None,
         ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
+    # the stream names the task each attempt runs: a solver that could read it (an exposed
+    # directory holding it) would know when it sits a control
+    hidden = (*hide, events_path) if events_path is not None else hide
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide, expose=expose, find_links=find_links, env=env,
-                         home_from=home_from, allow_hosts=allow_hosts)
+                         hide=hidden, expose=expose, find_links=find_links, env=env,
+                         home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit)
     control = RunControl()
-    with _errors(), _progress() as progress, _interrupts(control):
+    result: RunResult | TrialResult
+    with _errors(), _event_file(events_path) as stream, _progress(quiet=quiet) as progress, \
+            _interrupts(control):
         ledger = _ledger(ledger_path)
-        events = _progress_events(progress)
+        events = _both(_progress_events(progress, quiet=quiet), stream)
         if resume_id is not None:
             result = resume_run(directory, solver, resume_id, ledger=ledger, options=options,
                                 on_event=events, control=control)
+        elif options.trial:
+            result = trial_protocol(directory, solver, ledger=ledger, options=options,
+                                    on_event=events, control=control, run_id=run_id)
         else:
             result = run_protocol(directory, solver, ledger=ledger, options=options,
                                   on_event=events, control=control, run_id=run_id)
-    _print_result(result)
+    if isinstance(result, TrialResult):
+        _print_trial(result)
+    else:
+        _print_result(result)
+
+
+def _print_trial(result: TrialResult) -> None:
+    """One line per attempt — task, outcome, duration, detail — and no rate: a trial checks
+    the wiring. Its exit status is 0 whatever the outcomes."""
+    rows = [(a.task_id if a.epoch == 0 else f"{a.task_id}#{a.epoch}", a.record["outcome"],
+             duration_text(a.record.get("duration")),
+             str(a.record.get("detail", ""))[:120]) for a in result.attempts]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    for row in rows:  # details quote the solver: never raw
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        out.print(terminal_safe("  ".join([*cells, row[3]]), single_line=True), markup=False)
+    out.print(f"trial {result.run_id}: {len(rows)} attempts, no rate (a trial is never "
+              f"published); sealbench show {result.run_id} --task ID for logs", markup=False)
 
 
 @contextmanager
@@ -317,8 +426,8 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
     out.print(terminal_safe(render(data)), markup=False, end="")
 
 
-@main.command(help="List the ledger's runs, newest first: protocol, solver, state, and n with "
-              "the interval where published." + EXIT_HELP)
+@main.command(help="List the ledger's runs, newest first: kind (run or trial), protocol, "
+              "solver, state, and n with the interval where published." + EXIT_HELP)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
 @ledger_option
@@ -329,43 +438,94 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
         return
-    table = Table("run", "protocol", "state", "attempts", "result", "solver")
+    table = Table("run", "kind", "protocol", "state", "attempts", "result", "solver")
     for s in summaries:
         done = sum(s["attempts"].values())
         expected = sum((s["expected"] or {}).values())
         table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
-            s["run_id"], s["protocol_id"], s["state"], f"{done}/{expected}", s["result"][:90],
-            s["solver"])))
+            s["run_id"], s["kind"], s["protocol_id"], s["state"], f"{done}/{expected}",
+            s["result"][:90], s["solver"])))
     tables.print(table)
 
 
-@main.command(help="Show the per-task outcomes of RUN_ID; --diff TASK_ID prints that task's "
-              "diff as the harness recorded it." + EXIT_HELP)
+@main.command(help="Show the attempts of RUN_ID: outcome, duration, exit code and detail of "
+              "each, then interrupted attempts; never a rate or a pass count. --task TASK_ID "
+              "prints that task's logs: outcome, detail, duration, exit code, egress, the diff "
+              "and the solver's stdout and stderr (their last 4 KiB and 50 lines; --full for "
+              "all); --failed keeps attempts that did not pass; --format json prints one JSON "
+              "document; --diff TASK_ID prints that task's diff as the harness recorded it."
+              + EXIT_HELP)
 @click.argument("run_id")
+@click.option("--task", "task_id", default=None, metavar="TASK_ID",
+              help="The logs of this task's attempts.")
+@click.option("--full", is_flag=True, help="With --task: stdout and stderr whole.")
+@click.option("--failed", is_flag=True, help="Only attempts whose outcome is not pass.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
 @click.option("--diff", "diff_task", default=None, metavar="TASK_ID")
 @ledger_option
-def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
+def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
+         diff_task: str | None, ledger_path: Path | None) -> None:
     with _errors():
+        if full and task_id is None:
+            raise BadInput("--full: applies only with --task TASK_ID")
         ledger = _ledger(ledger_path, create=False)
         row = ledger.run(run_id)
         attempts = ledger.attempts(run_id)
+        interrupted = ledger.interrupted(run_id)
         if diff_task is not None:
-            chosen = [a for a in attempts if a.task_id == diff_task]
-            if not chosen:
-                raise BadInput(f"run {run_id} has no attempt of task '{diff_task}'")
-            for attempt in chosen:
-                digest = attempt.record.get("diff")
-                data = ledger.get_artifact(digest) if digest else b""
-                out.print(f"# {attempt.task_id} epoch {attempt.epoch}: "
-                          f"{attempt.record['outcome']}", markup=False)
-                sys.stdout.write(terminal_safe(data.decode("utf-8", errors="replace")))
+            _print_diffs(ledger, run_id, _of_task(attempts, run_id, diff_task))
             return
-    out.print(terminal_safe(f"run {row.run_id}  {row.protocol_id}  state {row.state}  "
+        if task_id is not None:
+            attempts = _of_task(attempts, run_id, task_id)
+            interrupted = [i for i in interrupted if i["task_id"] == task_id]
+        if failed:
+            attempts = [a for a in attempts if is_failed(a)]
+        if fmt == "json":  # json.dumps escapes control characters: no terminal_safe here
+            document = show_document(ledger, row, attempts, interrupted,
+                                     logs=task_id is not None, full=full)
+            sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+            return
+        if task_id is not None:
+            if not attempts:
+                _write(terminal_safe(f"every attempt of {task_id} passed (--failed)\n"))
+            _print_logs(ledger, attempts, full=full)
+        else:
+            _print_attempts(row, attempts)
+    for item in interrupted:
+        out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "
+                  f"({item['how']})", markup=False)
+
+
+def _of_task(attempts: list[AttemptRow], run_id: str, task_id: str) -> list[AttemptRow]:
+    chosen = [a for a in attempts if a.task_id == task_id]
+    if not chosen:
+        close = difflib.get_close_matches(task_id, sorted({a.task_id for a in attempts}), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise BadInput(f"run {run_id} has no attempt of task '{task_id}'{hint}")
+    return chosen
+
+
+def _print_diffs(ledger: Ledger, run_id: str, attempts: list[AttemptRow]) -> None:
+    for attempt in attempts:
+        digest = attempt.record.get("diff")
+        data = ledger.get_artifact(digest) if digest else b""
+        out.print(f"# {attempt.task_id} epoch {attempt.epoch}: "
+                  f"{attempt.record['outcome']}", markup=False)
+        sys.stdout.write(terminal_safe(data.decode("utf-8", errors="replace")))
+
+
+def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
+    """One line per attempt, in ledger order; no totals (a pass count is a rate)."""
+    kind = "trial" if row.trial else "run"
+    out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {row.state}  "
                             f"solver {row.solver}"), markup=False)
-    table = Table("phase", "task", "epoch", "outcome", "detail")
+    table = Table("phase", "task", "epoch", "outcome", "duration", "exit", "detail")
     for a in attempts:  # details quote the solver (refusals, stderr): never raw
+        code = a.record.get("returncode")
         table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
             a.phase, a.task_id, str(a.epoch), a.record["outcome"],
+            duration_text(a.record.get("duration")), "-" if code is None else str(code),
             str(a.record.get("detail", ""))[:100])))
     tables.print(table)
     for a in attempts:  # connections under budget.network model-api (egress_lines escapes)
@@ -373,9 +533,39 @@ def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
         if lines:
             out.print(terminal_safe(f"{a.phase} {a.task_id} epoch {a.epoch} ",
                                     single_line=True) + "\n".join(lines), markup=False)
-    for item in ledger.interrupted(run_id):
-        out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "
-                  f"({item['how']})", markup=False)
+
+
+def _print_logs(ledger: Ledger, attempts: list[AttemptRow], *, full: bool) -> None:
+    """Everything recorded of each attempt, for wiring an agent; the solver's words are
+    shown through terminal_safe."""
+    for a in attempts:
+        record = a.record
+        code = record.get("returncode")
+        egress = egress_lines(record)
+        lines = [f"# {a.task_id} epoch {a.epoch} ({a.phase}): {record['outcome']}",
+                 f"attempt id  {record.get('attempt_id', '-')}",
+                 f"detail      {record.get('detail', '')}",
+                 f"duration    {duration_text(record.get('duration'))}",
+                 f"exit code   {'-' if code is None else code}"]
+        if "tries" in record:
+            lines.append(f"tries       {record['tries']}")
+        lines.append("egress      " + ("none (no model-api proxy)" if not egress
+                                       else egress[0].removeprefix("egress: ")))
+        lines += [f"          {line}" for line in egress[1:]]
+        _write(terminal_safe("\n".join(lines)) + "\n")
+        for name, captured in attempt_logs(ledger, a, full=full).items():
+            if captured is None:
+                _write(f"--- {name}: not recorded\n")
+                continue
+            _write(f"--- {name} ({captured.note()})\n")
+            text = captured.text
+            _write(terminal_safe(text) + ("" if not text or text.endswith("\n") else "\n"))
+        _write("\n")
+
+
+def _write(text: str) -> None:
+    """Logs go to stdout as they are (rich would turn `:name:` into emoji)."""
+    sys.stdout.write(text)
 
 
 @main.command(help="Write RUN_ID as JSONL, one line each: by default every attempt with "
@@ -495,7 +685,8 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     result = headline_text(row.report) if row.report else (row.reason or "")
-    return {"run_id": row.run_id, "protocol_id": row.protocol_id, "identity": row.identity,
+    return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
+            "protocol_id": row.protocol_id, "identity": row.identity,
             "solver": row.solver, "sandbox": row.sandbox, "state": row.state,
             "started_at": row.started_at, "finished_at": row.finished_at,
             "attempts": ledger.attempt_counts(row.run_id),

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from sealbench.errors import Refused
-from sealbench.ledger import Ledger, RunRow
+from sealbench.ledger import Ledger, RunRow, refuse_trial
 from sealbench.report import gate_section, task_scores
 from sealbench.stats import (
     PairedComparison,
@@ -127,6 +127,7 @@ def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -
 
 def _check_published(ledger: Ledger, run: RunRow) -> None:
     """Refuse a run that has no published rate, or whose records no longer support one."""
+    refuse_trial(run, "compared")
     if not gate_section(ledger, run)["passed"]:
         raise Refused(f"cannot compare run {run.run_id}: its null pack did not pass "
                       f"(state '{run.state}'), so it has no rate")

@@ -115,6 +115,12 @@ class RunRow:
     reason: str | None
     report: dict[str, Any] | None
 
+    @property
+    def trial(self) -> bool:
+        """A trial (`run --task/--limit`): never a rate, a report, a gate verdict or an
+        export (docs/running.md#trials)."""
+        return self.options.get("kind") == "trial" or self.state in ("trial", "trial-running")
+
 
 @dataclass(frozen=True)
 class AttemptRow:
@@ -231,12 +237,13 @@ class Ledger:
     # ------------------------------------------------------------------ runs
 
     def create_run(self, run_id: str, protocol_id: str, identity: str, solver: str,
-                   sandbox: str, options: dict[str, Any]) -> None:
+                   sandbox: str, options: dict[str, Any], *, state: str = "running") -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO runs (run_id, protocol_id, identity, solver, sandbox, options,"
-                " started_at, state) VALUES (?,?,?,?,?,?,?, 'running')",
-                (run_id, protocol_id, identity, solver, sandbox, json.dumps(options), now()),
+                " started_at, state) VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, protocol_id, identity, solver, sandbox, json.dumps(options), now(),
+                 state),
             )
 
     def finish_run(self, run_id: str, state: str, reason: str | None = None,
@@ -385,8 +392,10 @@ class Ledger:
 
 def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
     """The run as JSONL, one attempt a line, with what is needed to recompute its figures:
-    the run's identity and options on every line, the attempt record, its chain digests."""
+    the run's identity and options on every line, the attempt record, its chain digests.
+    A trial is refused: its attempts are for checking the wiring, never for figures."""
     run = ledger.run(run_id)
+    refuse_trial(run, "exported")
     for row in ledger.attempts(run_id):
         yield json.dumps({
             "format": "sealbench-export/v2",
@@ -398,6 +407,13 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
             "seq": row.seq, "phase": row.phase, "task_id": row.task_id, "epoch": row.epoch,
             "record": row.record, "prev_digest": row.prev_digest, "digest": row.digest,
         }, sort_keys=True)
+
+
+def refuse_trial(run: RunRow, what: str) -> None:
+    """One line, exit 3, for anything a trial never has (a report, a comparison, an export)."""
+    if run.trial:
+        raise Refused(f"run {run.run_id} is a trial, which is never {what}: it has no rate; "
+                      f"read its attempts with `sealbench show {run.run_id}`")
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:

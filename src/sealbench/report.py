@@ -303,6 +303,9 @@ def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[d
 def _require_complete(ledger: Ledger, run: RunRow) -> None:
     """A rate only for a run that ran to its end: a figure from a stopped run would let anyone
     stop when the number looks good."""
+    if run.trial:
+        raise NotPublishable(f"run {run.run_id} is a trial: a trial is never published (no "
+                             "gate verdict, no rate)")
     if run.state == "refused":
         raise NotPublishable(f"run {run.run_id} was refused: {run.reason}")
     if run.state not in ("finished", "published"):

@@ -1,11 +1,14 @@
 """`sealbench run`: verify, null pack, gate, dataset, report (docs/running.md).
 
 The order is the contract. Nothing here computes a rate before the gate has passed; progress
-events carry counts of finished attempts only.
+events carry counts of finished attempts, and an attempt's own outcome only once the gate has
+passed. A trial (`--task`, `--limit`) runs the same way on a few tasks, with no gate and no
+rate ever (docs/running.md#trials).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import hmac
 import math
@@ -19,6 +22,8 @@ import socket
 import sqlite3
 import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +38,7 @@ from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.ledger import AttemptRow, Ledger
-from sealbench.protocol import Task, env_name_problem
+from sealbench.protocol import Protocol, Task, env_name_problem
 from sealbench.report import (
     NotPublishable,
     build_report,
@@ -90,6 +95,14 @@ class RunOptions:
     home_from: Path | None = None  # copied into every attempt's private HOME (read-only source)
     # `--allow-host HOST[:PORT]`: what budget.network model-api admits (docs/isolation.md)
     allow_hosts: tuple[str, ...] = ()
+    # a trial (docs/running.md#trials): these tasks (dataset or null-pack ids), or the first
+    # `limit` dataset tasks in the dataset file's order; never a rate, a report or a gate
+    tasks: tuple[str, ...] = ()
+    limit: int | None = None
+
+    @property
+    def trial(self) -> bool:
+        return bool(self.tasks) or self.limit is not None
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,58 @@ class RunResult:
     report_path: Path
     markdown_path: Path
     sandbox: Sandbox = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """A trial's attempts (the record that counts for each), in the order they were asked
+    for: what the operator reads to check the wiring. There is no rate."""
+
+    run_id: str
+    attempts: list[AttemptRow]
+    sandbox: Sandbox = field(repr=False)
+
+
+TRIAL_RUNNING = "trial-running"  # a trial while it runs; `trial` once it has ended
+
+
+def select_tasks(protocol: Protocol, tasks: tuple[str, ...], limit: int | None
+                 ) -> list[Task]:
+    """The tasks a trial runs: each `--task` id (dataset or null pack; repeats kept once, in
+    the order given), or the first `limit` dataset tasks in the dataset file's order. An
+    unknown id is one line naming it, with the closest ids when some are close.
+
+    A trial holds fewer dataset tasks than `publish.min_n`: one reaching it would be a whole
+    run's worth of outcomes with no gate — a rate by counting — so it is refused."""
+    if tasks and limit is not None:
+        raise BadInput("--task and --limit: give one or the other")
+    if limit is not None:
+        if limit < 1:
+            raise BadInput(f"--limit must be >= 1, not {limit}")
+        chosen = list(protocol.dataset[:limit])
+    else:
+        chosen = _chosen_by_id(protocol, tasks)
+    dataset = sum(1 for task in chosen if task.kind == "dataset")
+    min_n = protocol.spec.publish.min_n
+    if dataset >= min_n:
+        raise Refused(f"a trial of {dataset} dataset tasks reaches publish.min_n ({min_n}): "
+                      "that is a run, whose outcomes only count behind the null-pack gate; "
+                      f"try at most {min_n - 1}, or run the protocol")
+    return chosen
+
+
+def _chosen_by_id(protocol: Protocol, tasks: tuple[str, ...]) -> list[Task]:
+    by_id = {task.id: task for task in protocol.tasks}
+    chosen: list[Task] = []
+    for task_id in tasks:
+        if task_id not in by_id:
+            close = difflib.get_close_matches(task_id, list(by_id), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise BadInput(f"--task {task_id}: no such task in the dataset or the null pack of "
+                           f"{protocol.spec.protocol_id}{hint}")
+        if by_id[task_id] not in chosen:
+            chosen.append(by_id[task_id])
+    return chosen
 
 
 def new_run_id() -> str:
@@ -389,6 +454,10 @@ class Run:
         self.command = solver_command
         spec = sealed.protocol.spec
         self.argv = parse_solver(solver_command, sealed.protocol.root)
+        self.trial = options.trial
+        # before anything is recorded: an unknown --task id is bad input, and no run
+        self.selection = select_tasks(sealed.protocol, options.tasks, options.limit) \
+            if self.trial else None
         _check_scratch(scratch_root(), sealed.protocol.root, ledger)
         check_exposed(options.expose, sealed.protocol.root, ledger)
         self.env_names = env_names(options, spec.solver.env, sealed.protocol.path.name)
@@ -415,6 +484,9 @@ class Run:
         self.run_id = run_id or new_run_id()
         self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
         self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
+        # set once every control has a result and the gate passed: from then on, progress may
+        # name the outcome of each (dataset) attempt; never in a trial, which has no gate
+        self.gate_open = False
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
         # bound once the sealed environment is known: its bin comes first on the solver's PATH
@@ -467,15 +539,28 @@ class Run:
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""
+        self._begin("running")
+        return self._publish()
+
+    def start_trial(self) -> TrialResult:
+        """A new trial: recorded as `trial-running`, its attempts run as a run's would (same
+        seal check, sandbox, budget, blinding), no gate, no rate; `trial` once it ends."""
+        self._begin(TRIAL_RUNNING)
+        return self._end_trial()
+
+    def _begin(self, state: str) -> None:
+        """Run a new run or trial; it is recorded (in `state`) only once its harness is up and
+        its solver bound (see `_go`)."""
         # hiding covers what exists when an attempt starts: make these exist before any does
         self.ledger.artifacts.mkdir(parents=True, exist_ok=True)
         (self.ledger.path.parent / "reports").mkdir(parents=True, exist_ok=True)
 
         def record() -> None:
             self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
-                                   self.command, self.sandbox.kind, self._ledger_options())
+                                   self.command, self.sandbox.kind, self._ledger_options(),
+                                   state=state)
 
-        return self._go(record)
+        self._go(record)
 
     def resume(self) -> RunResult:
         """Continue a run: finished attempts are kept, unfinished ones and infrastructure
@@ -488,7 +573,8 @@ class Run:
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
-        return self._go(None)
+        self._go(None)
+        return self._publish()
 
     def label(self, task: Task, epoch: int) -> str:
         """What the solver is told this attempt is called (docs/running.md#blinded-ids)."""
@@ -496,28 +582,39 @@ class Run:
             return task.id
         return attempt_label(self.secret, task.id, epoch)
 
-    def _go(self, record: Callable[[], None] | None) -> RunResult:
-        """Build the harness, bind the solver, then (a new run) record the run and go: a run
-        whose command cannot start, or whose environment is refused, leaves no run behind."""
+    def _tasks(self) -> tuple[list[Task], list[Task]]:
+        """The controls and dataset tasks this run (or trial) attempts."""
+        chosen = self.sealed.protocol.tasks if self.selection is None else self.selection
+        return ([t for t in chosen if t.kind == "null_pack"],
+                [t for t in chosen if t.kind == "dataset"])
+
+    def _go(self, record: Callable[[], None] | None) -> None:
+        """Build the harness and bind the solver; then (a new run) record the run, run the
+        attempts not done yet and (not in a trial) judge the gate; the caller publishes or
+        ends the trial. A run whose command cannot start, or whose environment is refused,
+        leaves no run behind."""
         spec = self.sealed.protocol.spec
         rules = spec.null_pack.rules.class_of()
         current = latest_rows(self.ledger.attempts(self.run_id))
         # an infrastructure error is not done: a resume runs it again
         done = {(r.phase, r.task_id, r.epoch) for r in current
                 if r.record["outcome"] != "infrastructure_error"}
-        protocol = self.sealed.protocol
-        jobs = [(t, 0) for t in protocol.null_pack] + [
-            (t, e) for e in range(self.options.epochs) for t in protocol.dataset]
+        controls, dataset = self._tasks()
+        jobs = [(t, 0) for t in controls] + [
+            (t, e) for e in range(self.options.epochs) for t in dataset]
+        expected = {"null_pack": len(controls), "dataset": len(dataset) * self.options.epochs}
         jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
                 if (t.kind, t.id, e) not in done]
         self.doomed.clear()
-        if any(r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
-               and not judge_control(r.task_id, rules[r.task_id], r.record).ok
-               for r in current):
+        if not self.trial and any(
+                r.phase == "null_pack" and r.record["outcome"] != "infrastructure_error"
+                and not judge_control(r.task_id, rules[r.task_id], r.record).ok
+                for r in current):
             self.doomed.set()  # a resumed run whose gate already cannot pass
         recorded = record is None  # a resumed run is in the ledger already
+        tally = Tally(expected, Counter(phase for phase, _, _ in done))
         try:
-            with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
+            with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
                          exposed=tuple(p.resolve() for p in self.options.expose),
                          abort=self.control.abort, attempt_id=self.label,
@@ -530,8 +627,14 @@ class Run:
                 if record is not None:
                     record()
                     recorded = True
-                self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
-                self._attempts(harness, jobs, rules)
+                self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind,
+                                  "kind": "trial" if self.trial else "run",
+                                  "protocol_id": self.sealed.protocol_id,
+                                  "identity": self.sealed.identity, "solver": self.command})
+                self._attempts(harness, jobs, rules, tally)
+                if self.trial:
+                    self._stopped_check()
+                    return
                 if not self.doomed.is_set():
                     self._stopped_check()
                 self._gate(rules)
@@ -541,9 +644,9 @@ class Run:
             if not recorded:
                 raise
             self.ledger.recover_inflight(self.run_id, f"{type(exc).__name__}: {exc}")
-            self.ledger.set_run_state(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
+            self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
+                                      f"{type(exc).__name__}: {exc}")
             raise
-        return self._publish()
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
@@ -559,14 +662,37 @@ class Run:
         if not self.control.stop.is_set():
             return
         self.ledger.recover_inflight(self.run_id, "stopped by the user")
+        self.emit("stopped", {"reason": "stopped by the user"})
+        if self.trial:
+            self.ledger.finish_run(self.run_id, "trial", "stopped by the user; a trial is "
+                                   "never published")
+            raise RunInterrupted(
+                f"trial {self.run_id} stopped; everything finished is recorded (sealbench "
+                f"show {self.run_id}). A trial is not resumable: start a new one")
         self.ledger.set_run_state(self.run_id, "interrupted", "stopped by the user")
         raise RunInterrupted(
             f"run {self.run_id} stopped; everything finished is recorded. Resume with: "
             + self.resume_command())
 
+    def _end_trial(self) -> TrialResult:
+        """State `trial`: the attempts stay in the ledger for `show`; no gate, no rate."""
+        rows = latest_rows(self.ledger.attempts(self.run_id))
+        order: dict[tuple[str, str], int] = {
+            (t.kind, t.id): i for i, t in enumerate(self.selection or [])}
+        rows.sort(key=lambda r: (order.get((r.phase, r.task_id), len(order)), r.epoch))
+        self.ledger.finish_run(self.run_id, "trial", f"trial of {len(rows)} attempt(s); a "
+                               "trial is never published")
+        self.emit("trial", {"attempts": len(rows)})
+        return TrialResult(self.run_id, rows, self.sandbox)
+
     def _ledger_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
+        controls, dataset = self._tasks()
+        trial = {"kind": "trial", "trial": {"tasks": list(self.options.tasks),
+                                            "limit": self.options.limit}} \
+            if self.trial else {"kind": "run"}
         return {
+            **trial,
             "jobs": self.options.jobs, "timeout_scale": self.options.timeout_scale,
             "epochs": self.options.epochs, "min_n": spec.publish.min_n,
             "require_ci": spec.publish.require_ci, "ci_method": spec.publish.ci_method,
@@ -583,32 +709,52 @@ class Run:
             "solver_argv": list(self.argv),  # bare program names resolved (docs/running.md)
             "network": spec.budget.network,
             "allow_hosts": [str(h) for h in self.allow_hosts],
-            "expected": {"null_pack": len(self.sealed.protocol.null_pack),
-                         "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
+            "expected": {"null_pack": len(controls),
+                         "dataset": len(dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
         }
 
     def _attempts(self, harness: Harness, jobs: list[tuple[Task, int]],
-                  rules: dict[str, str]) -> None:
+                  rules: dict[str, str], tally: Tally) -> None:
         """Run controls and dataset attempts in one interleaved stream. Progress events carry
-        counts only; a control that misbehaves (not an infrastructure error) dooms the run, so
-        no dataset attempt starts after it."""
-        self.emit("phase", {"phase": "attempts", "total": len(jobs)})
+        counts only — an attempt's outcome only once the gate has passed; a control that
+        misbehaves (not an infrastructure error) dooms the run, so no dataset attempt starts
+        after it."""
+        for phase, total in tally.expected.items():
+            if total:
+                self.emit("phase", {"phase": phase, "total": total, "done": tally.done[phase]})
+        self._open_gate(rules)  # a resume whose controls all ran already
+        began: dict[tuple[str, str, int], float] = {}
 
         def started(task: Task, epoch: int) -> None:
             self.ledger.begin_attempt(self.run_id, task.kind, task.id, epoch)
+            began[(task.kind, task.id, epoch)] = time.monotonic()
+            self.emit("attempt_started", {"phase": task.kind, "task_id": task.id,
+                                          "epoch": epoch})
 
         def finished(task: Task, epoch: int, result: Finished) -> None:
+            outcome: str | None = None
             if isinstance(result, Interrupted):
                 self.ledger.note_interrupted(self.run_id, task.kind, task.id, epoch,
                                              "killed by a second interrupt")
             else:
                 record = attempt_record(task, result, self.ledger, self.label(task, epoch))
                 self.ledger.add_attempt(self.run_id, task.kind, task.id, epoch, record)
-                if task.kind == "null_pack" and record["outcome"] != "infrastructure_error" \
+                outcome = record["outcome"]
+                if not self.trial and task.kind == "null_pack" \
+                        and outcome != "infrastructure_error" \
                         and not judge_control(task.id, rules[task.id], record).ok:
                     self.doomed.set()
-            self.emit("attempt", {"phase": "attempts", "task_id": task.id})
+            seconds = time.monotonic() - began.pop((task.kind, task.id, epoch), time.monotonic())
+            # read before this attempt could open the gate: it ran before the verdict
+            shown = outcome if self.gate_open else None
+            tally.add(task.kind, infra=isinstance(result, InfraFailure))
+            self.emit("attempt", {
+                "phase": task.kind, "task_id": task.id, "epoch": epoch,
+                "duration_ms": round(seconds * 1000), **tally.counts(task.kind),
+                "interrupted": isinstance(result, Interrupted), "outcome": shown})
+            if task.kind == "null_pack":
+                self._open_gate(rules)
 
         # once the gate is certain to fail, only the remaining controls still run (every
         # misbehaving control is named); no dataset attempt starts for a run without a rate
@@ -617,9 +763,27 @@ class Run:
         harness.run_all(pending, self.solver, self.options.jobs, finished, on_started=started,
                         should_stop=self.control.stop.is_set)
 
+    def _open_gate(self, rules: dict[str, str]) -> None:
+        """Judge the gate as soon as every control has a result, and announce it when it
+        passed: the dataset attempts still running after that may show their outcome. (Its
+        records cannot change after: only an infrastructure error is ever re-run, and one
+        fails the gate.) A failing gate is announced at the end, by _gate."""
+        if self.trial or self.gate_open or self.doomed.is_set():
+            return
+        rows = latest_rows(self.ledger.attempts(self.run_id, "null_pack"))
+        if len(rows) < len(self.sealed.protocol.null_pack):
+            return
+        gate = evaluate(rules, {r.task_id: r.record for r in rows})
+        if gate.passed:
+            self.gate_open = True
+            self.emit("gate", {"passed": True,
+                               "controls": [c.as_dict() for c in gate.controls]})
+
     def _gate(self, rules: dict[str, str]) -> None:
         """Judge the null pack once every control has run (or one has already misbehaved),
         before any rate exists."""
+        if self.gate_open:
+            return  # passed, and announced, when the last control finished
         rows = latest_rows(self.ledger.attempts(self.run_id, "null_pack"))
         gate = evaluate(rules, {r.task_id: r.record for r in rows})
         self.emit("gate", {"passed": gate.passed,
@@ -628,6 +792,7 @@ class Run:
             return
         reasons = gate.reasons()
         self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
+        self.emit("refused", {"reason": "the null pack failed: " + "; ".join(reasons)})
         raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
                       "computed" + self._resume_hint(), reasons)
 
@@ -648,6 +813,7 @@ class Run:
             report = build_report(self.ledger, self.run_id)
         except NotPublishable as exc:
             self.ledger.finish_run(self.run_id, "refused", str(exc))
+            self.emit("refused", {"reason": str(exc)})
             raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         json_path = self.report_path
@@ -661,7 +827,28 @@ class Run:
             raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
                            f"the run is published in the ledger: sealbench report "
                            f"{self.run_id}") from None
+        self.emit("published", {"n": report["n"], "mean": report["mean"],
+                                "ci95": report["ci95"], "ci_method": report["ci_method"],
+                                "report": str(json_path)})
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+
+
+class Tally:
+    """Counts of finished attempts per phase, for progress events: counts, never outcomes."""
+
+    def __init__(self, expected: dict[str, int], done: Counter[str]) -> None:
+        self.expected = expected
+        self.done = Counter({phase: done[phase] for phase in expected})
+        self.infrastructure_errors = 0
+
+    def add(self, phase: str, *, infra: bool) -> None:
+        self.done[phase] += 1
+        self.infrastructure_errors += infra
+
+    def counts(self, phase: str) -> dict[str, int]:
+        return {"finished": sum(self.done.values()), "total": sum(self.expected.values()),
+                "phase_finished": self.done[phase], "phase_total": self.expected[phase],
+                "infrastructure_errors": self.infrastructure_errors}
 
 
 class RunInterrupted(SealbenchError):
@@ -695,6 +882,8 @@ def _check_options(options: RunOptions) -> None:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
+    if report is not None and options.trial:
+        raise BadInput(f"--report {report}: a trial (--task, --limit) writes no report")
     if report is not None and (report.is_dir() or (report.parent.exists()
                                                     and not report.parent.is_dir())):
         raise BadInput(f"--report {report}: must be a file path (report.md goes beside it)")
@@ -706,17 +895,39 @@ def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
         control: RunControl | None = None, run_id: str | None = None) -> RunResult:
     """Verify the protocol, then run the solver behind the null-pack gate and publish."""
     options = options or RunOptions()
+    if options.trial:
+        raise BadInput("RunOptions.tasks and .limit make a trial: call sealbench.runner.trial")
     _check_options(options)
-    if run_id is not None:
-        if not RUN_ID_PATTERN.match(run_id):
-            raise BadInput(f"--run-id: '{run_id}' is not a valid id ([A-Za-z0-9._-]+)")
-        if ledger.has_run(run_id):
-            raise BadInput(f"--run-id: run '{run_id}' already exists in {ledger.path}; "
-                           "use --resume to continue it")
+    _check_new_run_id(ledger, run_id)
     sealed = verify(directory, ledger=ledger)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
     return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
                run_id).start()
+
+
+def trial(directory: Path | str, solver_command: str, *, ledger: Ledger,
+          options: RunOptions, on_event: Event = lambda _kind, _data: None,
+          control: RunControl | None = None, run_id: str | None = None) -> TrialResult:
+    """Run a few tasks (`options.tasks` or `options.limit`) to check the wiring: verified,
+    sandboxed and blinded like a run, recorded as a trial, never gated, never a rate."""
+    if not options.trial:
+        raise BadInput("a trial needs RunOptions.tasks or RunOptions.limit")
+    _check_options(options)
+    _check_new_run_id(ledger, run_id)
+    sealed = verify(directory, ledger=ledger)
+    ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
+    return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
+               run_id).start_trial()
+
+
+def _check_new_run_id(ledger: Ledger, run_id: str | None) -> None:
+    if run_id is None:
+        return
+    if not RUN_ID_PATTERN.match(run_id):
+        raise BadInput(f"--run-id: '{run_id}' is not a valid id ([A-Za-z0-9._-]+)")
+    if ledger.has_run(run_id):
+        raise BadInput(f"--run-id: run '{run_id}' already exists in {ledger.path}; "
+                       "use --resume to continue it")
 
 
 def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: Ledger,
@@ -725,8 +936,14 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     """Continue a killed or stopped run; refused unless the protocol identity and the solver
     command are the ones it began with. Changes nothing when refused."""
     options = options or RunOptions()
+    if options.trial:
+        raise BadInput("--task and --limit start a new trial; they cannot be given with "
+                       "--resume")
     _check_options(options)
     row = ledger.run(run_id)
+    if row.trial:
+        raise Refused(f"run {run_id} is a trial; trials are not resumable: start a new one "
+                      "with --task or --limit")
     if row.state == "published" or (row.state == "refused"
                                      and resumable_refusal(ledger, run_id) is None):
         raise Refused(f"run {run_id} is {row.state}; there is nothing to resume"

@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sealbench.errors import BadInput, Problem
-from sealbench.ledger import Ledger
+from sealbench.ledger import Ledger, refuse_trial
 from sealbench.patchpaths import diff_paths
 from sealbench.protocol import (
     CONTROL_CLASSES,
@@ -859,6 +859,7 @@ def predictions(ledger: Ledger, run_id: str, *, model_name: str | None = None,
     from sealbench.report import latest_rows  # deferred: report pulls in scipy
 
     run = ledger.run(run_id)
+    refuse_trial(run, "exported")
     name = model_name if model_name is not None else run.solver
     chosen = [r for r in latest_rows(ledger.attempts(run_id, "dataset")) if r.epoch == 0]
     out = []
