@@ -16,6 +16,7 @@ failure of a connection ends that connection, answered (400, 403, 502...) and lo
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import io
 import ipaddress
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sealbench.sandbox import command_files
 from sealbench.textsafe import terminal_safe
 
 DEFAULT_PORT = 443  # `--allow-host api.example.com` admits HTTPS to it and nothing else
@@ -547,6 +549,13 @@ def proxy_env(port: int = BRIDGE_PORT) -> dict[str, str]:
     env = {name: url for base in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
            for name in (base, base.lower())}
     return {**env, "NO_PROXY": "", "no_proxy": ""}
+
+
+@functools.cache
+def bridge_files() -> tuple[Path, ...]:
+    """What the bridge needs inside the sandbox: the harness's interpreter (its venv or
+    installation) and the bridge script; looked up once per process."""
+    return command_files((sys.executable, str(BRIDGE_SCRIPT)))
 
 
 def bridge_argv(argv: list[str], port: int = BRIDGE_PORT) -> list[str]:
