@@ -373,7 +373,10 @@ class EgressProxy:
                 except OSError:  # out of descriptors, say: the next try may work
                     time.sleep(0.05)
                     continue
-                self._admit(client)
+                try:
+                    self._admit(client)
+                except Exception:  # the loop outlives any one connection
+                    client.close()
 
     def _admit(self, client: socket.socket) -> None:
         live = _Live(time.monotonic())
@@ -389,10 +392,14 @@ class EgressProxy:
             return
         thread = threading.Thread(target=self._serve, args=(client, live),
                                   name="egress-conn", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: this connection is refused, not the rest
+            self._refuse(client, live, 503, "the proxy cannot take another connection now")
+            return
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
-        thread.start()
 
     def _refuse(self, client: socket.socket, live: _Live, status: int, reason: str) -> None:
         live.reason = f"{status}: {reason}"
