@@ -615,3 +615,48 @@ def test_resume_keeps_the_allow_list(base: Path) -> None:
         resume(proto, "true", "r1", ledger=ledger,
                options=RunOptions(allow_hosts=("127.0.0.1:8080",)))
     assert json.dumps(ledger.run("r1").options) == json.dumps(header)
+
+
+HTTPS_FETCH = r'''
+import ssl, urllib.request
+context = ssl.create_default_context(cafile=CFG["ca"])
+with urllib.request.urlopen(f"https://127.0.0.1:{CFG['port']}/tls", timeout=10,
+                            context=context) as page:
+    report(https=page.read().decode())
+'''
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a certificate")
+def test_https_reaches_an_allowed_host_through_a_connect_tunnel(base: Path) -> None:
+    """What real agents do: HTTPS with HTTPS_PROXY set, i.e. TLS end to end inside a CONNECT
+    tunnel the proxy only counts bytes of."""
+    import ssl
+
+    agent = base / "agent"
+    agent.mkdir()
+    cert, key = agent / "cert.pem", base / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server.name, server.hits = "TLS", 0  # type: ignore[attr-defined]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proto, ledger = _model_api_toy(base)
+        port = _port(server)
+        command = hostile_solver(agent, before=HTTPS_FETCH, ca=str(cert), port=port)
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, allow_hosts=(f"127.0.0.1:{port}",)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    rows = records(ledger, result.run_id)
+    assert hostile_report(ledger, rows["toy-000"]) == {"https": "hello from TLS\n"}
+    (tunnel,) = rows["toy-000"]["egress"]
+    assert (tunnel["host"], tunnel["port"], tunnel["allowed"]) == ("127.0.0.1", port, True)
+    assert tunnel["bytes_up"] > 200 and tunnel["bytes_down"] > 500  # handshake and all
