@@ -660,3 +660,20 @@ def test_https_reaches_an_allowed_host_through_a_connect_tunnel(base: Path) -> N
     (tunnel,) = rows["toy-000"]["egress"]
     assert (tunnel["host"], tunnel["port"], tunnel["allowed"]) == ("127.0.0.1", port, True)
     assert tunnel["bytes_up"] > 200 and tunnel["bytes_down"] > 500  # handshake and all
+
+
+def test_connections_past_the_open_limit_get_503(
+        proxy_at: EgressProxy, servers: dict[str, http.server.ThreadingHTTPServer],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(egress, "MAX_LIVE", 1)
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    first.connect(str(proxy_at.path))
+    first.sendall(f"CONNECT 127.0.0.1:{_port(servers['A'])} HTTP/1.1\r\n\r\n".encode())
+    assert first.recv(100) == egress.TUNNEL_OPEN  # one tunnel open: its host socket too
+    assert _exchange(proxy_at.path, b"x\r\n\r\n").startswith(b"HTTP/1.1 503")
+    first.close()
+    time.sleep(0.3)
+    assert _exchange(proxy_at.path, b"x\r\n\r\n").startswith(b"HTTP/1.1 400")  # room again
+    proxy_at.close()
+    assert [c.reason[:3] if c.reason else None for c in proxy_at.log.connections] == [
+        None, "503", "400"]

@@ -305,7 +305,8 @@ class EgressProxy:
     head_timeout: float = HEAD_TIMEOUT_SEC
     _live: list[_Live] = field(default_factory=list)
     _unlogged: int = 0
-    _sockets: set[socket.socket] = field(default_factory=set)
+    _sockets: set[socket.socket] = field(default_factory=set)  # clients and hosts, open
+    _clients: int = 0  # client connections open now
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closing: threading.Event = field(default_factory=threading.Event)
@@ -381,12 +382,13 @@ class EgressProxy:
     def _admit(self, client: socket.socket) -> None:
         live = _Live(time.monotonic())
         with self._lock:
-            busy = len(self._sockets) >= MAX_LIVE
+            busy = self._clients >= MAX_LIVE
             if len(self._live) < MAX_LOGGED:
                 self._live.append(live)
             else:
                 self._unlogged += 1
             self._sockets.add(client)
+            self._clients += 1
         if busy:
             self._refuse(client, live, 503, f"more than {MAX_LIVE} connections open at once")
             return
@@ -406,14 +408,19 @@ class EgressProxy:
         with contextlib.suppress(OSError):
             client.settimeout(5)
             client.sendall(response(status, reason))
+            _linger(client)
         self._end(client, live)
 
-    def _end(self, sock: socket.socket, live: _Live, *more: socket.socket) -> None:
+    def _end(self, client: socket.socket, live: _Live, *more: socket.socket) -> None:
+        """Close a client connection (and its host's), once, and stamp its end."""
         with self._lock:
-            for each in (sock, *more):
+            if live.ended is not None:
+                return
+            for each in (client, *more):
                 self._sockets.discard(each)
+            self._clients -= 1
             live.ended = time.monotonic()
-        for each in (sock, *more):
+        for each in (client, *more):
             each.close()
 
     def _serve(self, client: socket.socket, live: _Live) -> None:
@@ -454,10 +461,18 @@ class EgressProxy:
             return
         with self._lock:
             self._sockets.add(upstream)
-        if self._closing.is_set():
-            live.reason = "cut when the attempt ended"
+        try:
+            live.reason = self._relay(client, upstream, live, request, rest)
+        except OSError as exc:
+            live.reason = f"connection broken: {exc.strerror or exc}"
+        finally:
             self._end(client, live, upstream)
-            return
+
+    def _relay(self, client: socket.socket, upstream: socket.socket, live: _Live,
+               request: Request, rest: bytes) -> str | None:
+        """Open the tunnel (or send the rewritten request), then copy both ways."""
+        if self._closing.is_set():
+            return "cut when the attempt ended"
         client.settimeout(self.idle_timeout)
         upstream.settimeout(self.idle_timeout)
         if request.tunnel:
@@ -466,8 +481,7 @@ class EgressProxy:
         if first:
             upstream.sendall(first)
             live.bytes_up += len(first)
-        live.reason = self._pipe(client, upstream, live)
-        self._end(client, live, upstream)
+        return self._pipe(client, upstream, live)
 
     def _pipe(self, client: socket.socket, upstream: socket.socket, live: _Live) -> str | None:
         """Copy both ways until both sides are done (a half-close passed on as one), or the
@@ -507,6 +521,17 @@ class EgressProxy:
                     last = time.monotonic()
         # both sides done: on their own, or because close() shut them down
         return "cut when the attempt ended" if self._closing.is_set() else None
+
+
+def _linger(client: socket.socket, limit: int = 65536) -> None:
+    """Let the client read the answer: closing with unread input (a request body, bytes
+    sent after CONNECT) makes the kernel send a reset, which can overtake the answer. Read
+    what it still sends, briefly and boundedly, after saying we are done."""
+    client.shutdown(socket.SHUT_WR)
+    client.settimeout(0.5)
+    drained, deadline = 0, time.monotonic() + 2.0
+    while drained < limit and time.monotonic() < deadline and (chunk := client.recv(4096)):
+        drained += len(chunk)
 
 
 def read_head(client: socket.socket) -> tuple[bytes, bytes]:
