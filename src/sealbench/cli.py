@@ -244,6 +244,12 @@ def _print_result(result: RunResult) -> None:
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path),
               help="A host path the solver may read (read-only; repeatable), e.g. a toolchain "
                    "outside /usr; recorded in the run and its report.")
+@click.option("--env", "env", multiple=True, metavar="NAME",
+              help="Pass this host environment variable to the solver (repeatable), e.g. "
+                   "OPENAI_API_KEY; it must be set. Only its name is recorded.")
+@click.option("--home-from", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Copy DIR (agent configuration, at most 64 MiB) into every attempt's "
+                   "private HOME; DIR itself is never written. Recorded with a digest.")
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]",
               help="A host the egress proxy admits under budget.network: model-api "
                    "(repeatable; port 443 unless given); recorded in the run and its report.")
@@ -251,14 +257,15 @@ def _print_result(result: RunResult) -> None:
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
-        hide: tuple[Path, ...], expose: tuple[Path, ...], allow_hosts: tuple[str, ...],
-        find_links: Path | None, ledger_path: Path | None) -> None:
+        hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
+        home_from: Path | None, allow_hosts: tuple[str, ...], find_links: Path | None,
+        ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide, expose=expose, find_links=find_links,
-                         allow_hosts=allow_hosts)
+                         hide=hide, expose=expose, find_links=find_links, env=env,
+                         home_from=home_from, allow_hosts=allow_hosts)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)

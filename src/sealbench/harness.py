@@ -29,6 +29,7 @@ from sealbench.environment import (
     sandbox_view,
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
+from sealbench.homeseed import HomeSeed
 from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
@@ -143,6 +144,7 @@ class Harness:
         verifier_sandbox: Sandbox | None = None,
         environment: EnvironmentRecord | None = None,
         find_links: Path | None = None,
+        home_seed: HomeSeed | None = None,
         allow_hosts: tuple[AllowedHost, ...] = (),
     ) -> None:
         self.protocol = protocol
@@ -202,6 +204,9 @@ class Harness:
             cages=self.cages,
             abort=self._abort,
             environment=self.environment,
+            timeout_scale=timeout_scale,
+            home_seed=home_seed.path if home_seed is not None else None,
+            home_seed_bytes=home_seed.bytes if home_seed is not None else 0,
             network=spec.budget.network,
             allow_hosts=allow_hosts,
         )

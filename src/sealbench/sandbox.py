@@ -102,6 +102,8 @@ class Mounts:
     hidden: tuple[Path, ...] = ()
     runtime: tuple[Path, ...] = ()  # the solver's own files (interpreter, venv, scripts)
     exposed: tuple[Path, ...] = ()  # `run --expose PATH`: read-only, named by the user
+    # the attempt's private HOME, writable; None: HOME is the private /tmp (verifier, probe)
+    home: Path | None = None
     # (host path, path inside): the egress proxy's socket under budget.network model-api
     sockets: tuple[tuple[Path, Path], ...] = ()
 
@@ -173,9 +175,12 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         args += ["--ro-bind", str(path), str(path)]
     for path in mounts.writable:
         args += ["--bind", str(path), str(path)]
+    if mounts.home is not None:
+        args += ["--bind", str(mounts.home), str(mounts.home)]
     for source, inside in mounts.sockets:  # connect() needs no write access to the mount
         args += ["--ro-bind", str(source), str(inside)]
-    args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", "/tmp"]
+    home = str(mounts.home) if mounts.home is not None else "/tmp"
+    args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", home]
     return args
 
 
