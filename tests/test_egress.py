@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 from hostile_helpers import hostile_report, hostile_solver, records
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toy import make_protocol
 
 from sealbench import egress, egress_bridge
@@ -79,6 +81,19 @@ def test_allowed_host_syntax(text: str, host: str, port: int) -> None:
 def test_allowed_host_refusals(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_allowed_host(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_any_allow_host_text_is_a_host_or_a_value_error(text: str) -> None:
+    """What --allow-host is given becomes one line of bad input, never a traceback; and what
+    it accepts is printed back in a form it accepts again, unchanged."""
+    try:
+        host = parse_allowed_host(text)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert parse_allowed_host(str(host)) == host and 0 < host.port < 65536
 
 
 ALLOWED = (AllowedHost("api.openai.com", 443), AllowedHost("127.0.0.1", 8080),
@@ -149,6 +164,23 @@ def test_malformed_requests_are_400(head: bytes, why: str) -> None:
     with pytest.raises(BadRequest, match=why) as caught:
         parse_request(head)
     assert caught.value.status == 400
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300),
+                 st.builds(lambda method, target, rest: f"{method} {target} HTTP/1.1\r\n"
+                           .encode() + rest,
+                           st.sampled_from(["CONNECT", "GET", "POST", "G\x00T"]),
+                           st.text(max_size=60), st.binary(max_size=120))))
+def test_whatever_a_client_sends_is_a_request_or_a_400(head: bytes) -> None:
+    """Parsing never fails any other way: the proxy answers everything."""
+    try:
+        request = parse_request(head)
+    except BadRequest as bad:
+        assert bad.status == 400 and bad.reason
+        return
+    assert request.port > 0 and request.host
+    assert request.tunnel or request.head.endswith(b"Connection: close\r\n\r\n")
 
 
 def test_proxy_variables_point_at_the_bridge_and_bypass_nothing() -> None:
