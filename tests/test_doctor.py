@@ -20,7 +20,8 @@ def test_doctor_reports_every_property_held_here(cli) -> None:  # type: ignore[n
     for name in ("bubblewrap available", "oracle hidden", "writes outside the workspace refused",
                  "network refused", "stray processes reaped", "process limit",
                  "unprivileged inside", "/proc/sys read-only", "host unix sockets unreachable",
-                 "other copies of the oracles absent", "memory limit"):
+                 "other copies of the oracles absent", "memory limit",
+                 "model-api admits only the proxy"):
         assert any(line.startswith(f"ok   {name}") for line in lines), name
     assert "isolation holds (sandbox: bwrap)" in result.output
 
@@ -48,7 +49,8 @@ def test_every_check_fails_without_confinement() -> None:
     assert os.getuid() == 0
     for name in ("oracle hidden", "writes outside the workspace refused", "network refused",
                  "unprivileged inside", "/proc/sys read-only", "host unix sockets unreachable",
-                 "other copies of the oracles absent", "memory limit"):
+                 "other copies of the oracles absent", "memory limit",
+                 "model-api admits only the proxy"):
         assert not by_name[name].held, (name, by_name[name].detail)
     assert "the probe did not run" not in " ".join(c.detail for c in checks)
     assert Path("/proc/sys/fs/lease-break-time").read_text() == lease

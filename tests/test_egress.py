@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 from hostile_helpers import hostile_report, hostile_solver, records
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from toy import make_protocol
 
 from sealbench import egress, egress_bridge
@@ -79,6 +81,19 @@ def test_allowed_host_syntax(text: str, host: str, port: int) -> None:
 def test_allowed_host_refusals(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_allowed_host(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_any_allow_host_text_is_a_host_or_a_value_error(text: str) -> None:
+    """What --allow-host is given becomes one line of bad input, never a traceback; and what
+    it accepts is printed back in a form it accepts again, unchanged."""
+    try:
+        host = parse_allowed_host(text)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert parse_allowed_host(str(host)) == host and 0 < host.port < 65536
 
 
 ALLOWED = (AllowedHost("api.openai.com", 443), AllowedHost("127.0.0.1", 8080),
@@ -149,6 +164,23 @@ def test_malformed_requests_are_400(head: bytes, why: str) -> None:
     with pytest.raises(BadRequest, match=why) as caught:
         parse_request(head)
     assert caught.value.status == 400
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300),
+                 st.builds(lambda method, target, rest: f"{method} {target} HTTP/1.1\r\n"
+                           .encode() + rest,
+                           st.sampled_from(["CONNECT", "GET", "POST", "G\x00T"]),
+                           st.text(max_size=60), st.binary(max_size=120))))
+def test_whatever_a_client_sends_is_a_request_or_a_400(head: bytes) -> None:
+    """Parsing never fails any other way: the proxy answers everything."""
+    try:
+        request = parse_request(head)
+    except BadRequest as bad:
+        assert bad.status == 400 and bad.reason
+        return
+    assert request.port > 0 and request.host
+    assert request.tunnel or request.head.endswith(b"Connection: close\r\n\r\n")
 
 
 def test_proxy_variables_point_at_the_bridge_and_bypass_nothing() -> None:
@@ -615,3 +647,65 @@ def test_resume_keeps_the_allow_list(base: Path) -> None:
         resume(proto, "true", "r1", ledger=ledger,
                options=RunOptions(allow_hosts=("127.0.0.1:8080",)))
     assert json.dumps(ledger.run("r1").options) == json.dumps(header)
+
+
+HTTPS_FETCH = r'''
+import ssl, urllib.request
+context = ssl.create_default_context(cafile=CFG["ca"])
+with urllib.request.urlopen(f"https://127.0.0.1:{CFG['port']}/tls", timeout=10,
+                            context=context) as page:
+    report(https=page.read().decode())
+'''
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a certificate")
+def test_https_reaches_an_allowed_host_through_a_connect_tunnel(base: Path) -> None:
+    """What real agents do: HTTPS with HTTPS_PROXY set, i.e. TLS end to end inside a CONNECT
+    tunnel the proxy only counts bytes of."""
+    import ssl
+
+    agent = base / "agent"
+    agent.mkdir()
+    cert, key = agent / "cert.pem", base / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server.name, server.hits = "TLS", 0  # type: ignore[attr-defined]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proto, ledger = _model_api_toy(base)
+        port = _port(server)
+        command = hostile_solver(agent, before=HTTPS_FETCH, ca=str(cert), port=port)
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, allow_hosts=(f"127.0.0.1:{port}",)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    rows = records(ledger, result.run_id)
+    assert hostile_report(ledger, rows["toy-000"]) == {"https": "hello from TLS\n"}
+    (tunnel,) = rows["toy-000"]["egress"]
+    assert (tunnel["host"], tunnel["port"], tunnel["allowed"]) == ("127.0.0.1", port, True)
+    assert tunnel["bytes_up"] > 200 and tunnel["bytes_down"] > 500  # handshake and all
+
+
+def test_connections_past_the_open_limit_get_503(
+        proxy_at: EgressProxy, servers: dict[str, http.server.ThreadingHTTPServer],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(egress, "MAX_LIVE", 1)
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    first.connect(str(proxy_at.path))
+    first.sendall(f"CONNECT 127.0.0.1:{_port(servers['A'])} HTTP/1.1\r\n\r\n".encode())
+    assert first.recv(100) == egress.TUNNEL_OPEN  # one tunnel open: its host socket too
+    assert _exchange(proxy_at.path, b"x\r\n\r\n").startswith(b"HTTP/1.1 503")
+    first.close()
+    time.sleep(0.3)
+    assert _exchange(proxy_at.path, b"x\r\n\r\n").startswith(b"HTTP/1.1 400")  # room again
+    proxy_at.close()
+    assert [c.reason[:3] if c.reason else None for c in proxy_at.log.connections] == [
+        None, "503", "400"]

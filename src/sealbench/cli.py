@@ -716,7 +716,8 @@ def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
 
 
 @main.command(help="Check live that isolation holds on this machine: the oracle is hidden, "
-              "writes outside the workspace are refused, the network is refused, stray "
+              "writes outside the workspace are refused, the network is refused (and under "
+              "model-api only the egress proxy is reached), stray "
               "processes are reaped, attempts get a process limit." + EXIT_HELP)
 def doctor() -> None:
     sandbox, checks = diagnose()

@@ -16,6 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.egress import (
+    BRIDGE_PORT,
+    SANDBOX_SOCKET,
+    SOCKET_NAME,
+    AllowedHost,
+    EgressProxy,
+    bridge_argv,
+    bridge_files,
+    proxy_env,
+)
 from sealbench.process import Execution, execute
 from sealbench.sandbox import (
     INSTALL_HINT,
@@ -58,11 +68,15 @@ def _python(code: str) -> list[str]:
     return [sys.executable, "-c", f"print({RAN!r}, flush=True)\n" + code]
 
 
-def _run(sandbox: Sandbox, lab: _Lab, argv: list[str], timeout: float = 10) -> Execution:
+def _run(sandbox: Sandbox, lab: _Lab, argv: list[str], timeout: float = 10, *,
+         sockets: tuple[tuple[Path, Path], ...] = (),
+         env: dict[str, str] | None = None) -> Execution:
     """argv as an attempt runs: the same mounts (the interpreter bound as a solver's would
-    be), a pids cage and the memory limit."""
-    mounts = Mounts(workspace=lab.workspace, hidden=(lab.secret_dir,),
-                    runtime=solver_files(tuple(argv[:1])))
+    be), a pids cage and the memory limit; with sockets, the egress proxy's bound in and the
+    bridge's files visible, as under budget.network model-api."""
+    runtime = (*solver_files(tuple(argv[:1])), *(bridge_files() if sockets else ()))
+    mounts = Mounts(workspace=lab.workspace, hidden=(lab.secret_dir,), runtime=runtime,
+                    sockets=sockets)
     cage = new_cage(f"doctor-{uuid.uuid4().hex[:8]}", 64) if lab.limits else None
     try:
         wrapped = sandbox.wrap(argv, mounts)
@@ -70,7 +84,7 @@ def _run(sandbox: Sandbox, lab: _Lab, argv: list[str], timeout: float = 10) -> E
             cage.limit_memory(MEMORY_LIMIT)
         if lab.limits and (cage is None or cage.memory is None):
             wrapped = [*memory_rlimit_prefix(MEMORY_LIMIT), *wrapped]
-        return execute(wrapped, cwd=lab.workspace, env={"PATH": "/usr/bin:/bin"},
+        return execute(wrapped, cwd=lab.workspace, env={"PATH": "/usr/bin:/bin", **(env or {})},
                        timeout=timeout, output_cap=1 << 20, cage=cage)
     finally:
         if cage is not None:
@@ -146,6 +160,64 @@ def _network_refused(sandbox: Sandbox, lab: _Lab) -> Check:
     held = not accepted and b"connected" not in result.stdout
     return Check("network refused", held,
                  f"a TCP connection to 127.0.0.1:{port} {'succeeded' if not held else 'failed'}")
+
+
+MODEL_API_PROBE = """
+import socket
+def via(port):
+    try:
+        conn = socket.create_connection(('127.0.0.1', BRIDGE), timeout=5)
+        conn.sendall(f'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n'.encode())
+        print('via', port, conn.recv(12).decode(errors='replace'))
+    except OSError:
+        print('via', port, 'failed')
+def direct(port):
+    try:
+        socket.create_connection(('127.0.0.1', port), timeout=2)
+        print('direct', port, 'connected')
+    except OSError:
+        print('direct', port, 'refused')
+via(ALLOWED); via(OTHER); direct(ALLOWED); direct(OTHER)
+"""
+
+
+def _model_api_only_proxy(sandbox: Sandbox, lab: _Lab) -> Check:
+    """Under budget.network model-api, with one host listener allowed and another not: the
+    allowed one is reached through the proxy only, the other not at all."""
+    name = "model-api admits only the proxy"
+    with socket.socket() as allowed, socket.socket() as other:
+        for server in (allowed, other):
+            server.bind(("127.0.0.1", 0))
+            server.listen(4)
+        a, b = allowed.getsockname()[1], other.getsockname()[1]
+        confined = sandbox.kind == "bwrap"  # without a sandbox the bridge would take a host port
+        code = (MODEL_API_PROBE.replace("BRIDGE", str(BRIDGE_PORT if confined else 1))
+                .replace("ALLOWED", str(a)).replace("OTHER", str(b)))
+        side = lab.root / "egress"
+        side.mkdir(exist_ok=True)
+        with EgressProxy(side / SOCKET_NAME, (AllowedHost("127.0.0.1", a),)) as proxy:
+            argv = bridge_argv(_python(code)) if confined else _python(code)
+            result = _run(sandbox, lab, argv, sockets=((proxy.path, SANDBOX_SOCKET),),
+                          env=proxy_env())
+        if not _ran(result):
+            return _not_run(name, result)
+        other.setblocking(False)
+        try:
+            other.accept()[0].close()
+            reached_other = True
+        except BlockingIOError:
+            reached_other = False
+    said = result.stdout.decode(errors="replace")
+    expected = [f"via {a} HTTP/1.1 200", f"via {b} HTTP/1.1 403", f"direct {a} refused",
+                f"direct {b} refused"]
+    logged = [(c.port, c.allowed) for c in proxy.log.connections]
+    held = all(line in said for line in expected) and not reached_other \
+        and logged == [(a, True), (b, False)]
+    return Check(name, held,
+                 f"127.0.0.1:{a} allowed: reached through the proxy only; 127.0.0.1:{b}: "
+                 "denied by the proxy, unreachable directly; both logged" if held
+                 else f"the probe saw {' / '.join(said.split(chr(10))[1:5])}; the proxy "
+                 f"logged {logged}")
 
 
 def _strays_reaped(sandbox: Sandbox, lab: _Lab) -> Check:
@@ -276,7 +348,7 @@ def _memory_limited(sandbox: Sandbox, lab: _Lab) -> Check:
 CHECKS: tuple[Callable[[Sandbox, _Lab], Check], ...] = (
     _oracle_hidden, _writes_refused, _network_refused, _strays_reaped, _process_limit,
     _unprivileged, _proc_sys_read_only, _host_sockets_unreachable, _other_copies_absent,
-    _memory_limited,
+    _memory_limited, _model_api_only_proxy,
 )
 
 

@@ -16,6 +16,7 @@ failure of a connection ends that connection, answered (400, 403, 502...) and lo
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import io
 import ipaddress
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sealbench.sandbox import command_files
 from sealbench.textsafe import terminal_safe
 
 DEFAULT_PORT = 443  # `--allow-host api.example.com` admits HTTPS to it and nothing else
@@ -303,7 +305,8 @@ class EgressProxy:
     head_timeout: float = HEAD_TIMEOUT_SEC
     _live: list[_Live] = field(default_factory=list)
     _unlogged: int = 0
-    _sockets: set[socket.socket] = field(default_factory=set)
+    _sockets: set[socket.socket] = field(default_factory=set)  # clients and hosts, open
+    _clients: int = 0  # client connections open now
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closing: threading.Event = field(default_factory=threading.Event)
@@ -371,40 +374,53 @@ class EgressProxy:
                 except OSError:  # out of descriptors, say: the next try may work
                     time.sleep(0.05)
                     continue
-                self._admit(client)
+                try:
+                    self._admit(client)
+                except Exception:  # the loop outlives any one connection
+                    client.close()
 
     def _admit(self, client: socket.socket) -> None:
         live = _Live(time.monotonic())
         with self._lock:
-            busy = len(self._sockets) >= MAX_LIVE
+            busy = self._clients >= MAX_LIVE
             if len(self._live) < MAX_LOGGED:
                 self._live.append(live)
             else:
                 self._unlogged += 1
             self._sockets.add(client)
+            self._clients += 1
         if busy:
             self._refuse(client, live, 503, f"more than {MAX_LIVE} connections open at once")
             return
         thread = threading.Thread(target=self._serve, args=(client, live),
                                   name="egress-conn", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: this connection is refused, not the rest
+            self._refuse(client, live, 503, "the proxy cannot take another connection now")
+            return
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
-        thread.start()
 
     def _refuse(self, client: socket.socket, live: _Live, status: int, reason: str) -> None:
         live.reason = f"{status}: {reason}"
         with contextlib.suppress(OSError):
             client.settimeout(5)
             client.sendall(response(status, reason))
+            _linger(client)
         self._end(client, live)
 
-    def _end(self, sock: socket.socket, live: _Live, *more: socket.socket) -> None:
+    def _end(self, client: socket.socket, live: _Live, *more: socket.socket) -> None:
+        """Close a client connection (and its host's), once, and stamp its end."""
         with self._lock:
-            for each in (sock, *more):
+            if live.ended is not None:
+                return
+            for each in (client, *more):
                 self._sockets.discard(each)
+            self._clients -= 1
             live.ended = time.monotonic()
-        for each in (sock, *more):
+        for each in (client, *more):
             each.close()
 
     def _serve(self, client: socket.socket, live: _Live) -> None:
@@ -445,10 +461,18 @@ class EgressProxy:
             return
         with self._lock:
             self._sockets.add(upstream)
-        if self._closing.is_set():
-            live.reason = "cut when the attempt ended"
+        try:
+            live.reason = self._relay(client, upstream, live, request, rest)
+        except OSError as exc:
+            live.reason = f"connection broken: {exc.strerror or exc}"
+        finally:
             self._end(client, live, upstream)
-            return
+
+    def _relay(self, client: socket.socket, upstream: socket.socket, live: _Live,
+               request: Request, rest: bytes) -> str | None:
+        """Open the tunnel (or send the rewritten request), then copy both ways."""
+        if self._closing.is_set():
+            return "cut when the attempt ended"
         client.settimeout(self.idle_timeout)
         upstream.settimeout(self.idle_timeout)
         if request.tunnel:
@@ -457,8 +481,7 @@ class EgressProxy:
         if first:
             upstream.sendall(first)
             live.bytes_up += len(first)
-        live.reason = self._pipe(client, upstream, live)
-        self._end(client, live, upstream)
+        return self._pipe(client, upstream, live)
 
     def _pipe(self, client: socket.socket, upstream: socket.socket, live: _Live) -> str | None:
         """Copy both ways until both sides are done (a half-close passed on as one), or the
@@ -498,6 +521,17 @@ class EgressProxy:
                     last = time.monotonic()
         # both sides done: on their own, or because close() shut them down
         return "cut when the attempt ended" if self._closing.is_set() else None
+
+
+def _linger(client: socket.socket, limit: int = 65536) -> None:
+    """Let the client read the answer: closing with unread input (a request body, bytes
+    sent after CONNECT) makes the kernel send a reset, which can overtake the answer. Read
+    what it still sends, briefly and boundedly, after saying we are done."""
+    client.shutdown(socket.SHUT_WR)
+    client.settimeout(0.5)
+    drained, deadline = 0, time.monotonic() + 2.0
+    while drained < limit and time.monotonic() < deadline and (chunk := client.recv(4096)):
+        drained += len(chunk)
 
 
 def read_head(client: socket.socket) -> tuple[bytes, bytes]:
@@ -547,6 +581,13 @@ def proxy_env(port: int = BRIDGE_PORT) -> dict[str, str]:
     env = {name: url for base in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
            for name in (base, base.lower())}
     return {**env, "NO_PROXY": "", "no_proxy": ""}
+
+
+@functools.cache
+def bridge_files() -> tuple[Path, ...]:
+    """What the bridge needs inside the sandbox: the harness's interpreter (its venv or
+    installation) and the bridge script; looked up once per process."""
+    return command_files((sys.executable, str(BRIDGE_SCRIPT)))
 
 
 def bridge_argv(argv: list[str], port: int = BRIDGE_PORT) -> list[str]:

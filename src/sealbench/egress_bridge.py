@@ -67,10 +67,18 @@ def _forward(conn: socket.socket, path: str) -> None:
             return  # the proxy is gone (the attempt is ending): the client sees a reset
         with upstream:
             done = threading.Semaphore(0)
+            started = 0
             for source, target in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=_copy, args=(source, target, done), daemon=True).start()
-            done.acquire()
-            done.acquire()
+                try:
+                    threading.Thread(target=_copy, args=(source, target, done),
+                                     daemon=True).start()
+                    started += 1
+                except RuntimeError:  # out of threads: give this connection up
+                    for sock in (conn, upstream):
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
+            for _ in range(started):
+                done.acquire()
 
 
 def _serve(listener: socket.socket, path: str) -> None:
@@ -79,7 +87,10 @@ def _serve(listener: socket.socket, path: str) -> None:
             conn, _ = listener.accept()
         except OSError:
             continue
-        threading.Thread(target=_forward, args=(conn, path), daemon=True).start()
+        try:
+            threading.Thread(target=_forward, args=(conn, path), daemon=True).start()
+        except RuntimeError:  # out of threads (the attempt's process limit counts them)
+            conn.close()
 
 
 def _die_like(returncode: int) -> None:
@@ -111,6 +122,7 @@ def main(args: list[str]) -> None:
         sys.stderr.write(f"sealbench egress bridge: cannot start {argv[0]}: "
                          f"{exc.strerror or exc}\n")
         os._exit(EXIT_CANNOT_START)
+    threading.excepthook = lambda _args: None  # the bridge prints nothing of its own
     for number in FORWARDED_SIGNALS:
         signal.signal(number, lambda signum, _frame: child.send_signal(signum))
     threading.Thread(target=_serve, args=(listener, path), daemon=True).start()

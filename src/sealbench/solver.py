@@ -8,11 +8,9 @@ makes the instrument check at seal time mean something about real runs.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -21,13 +19,13 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from sealbench.egress import (
-    BRIDGE_SCRIPT,
     SANDBOX_SOCKET,
     SOCKET_NAME,
     AllowedHost,
     EgressLog,
     EgressProxy,
     bridge_argv,
+    bridge_files,
     proxy_env,
 )
 from sealbench.environment import BuiltEnvironment, sandbox_view
@@ -36,7 +34,7 @@ from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import NetworkPolicy, Task
-from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
+from sealbench.sandbox import CagePool, Mounts, Sandbox
 from sealbench.verifier import VerifierRun, protected_hits
 from sealbench.workspace import (
     MAX_ENTRIES,
@@ -202,13 +200,6 @@ def _through_egress_proxy(argv: list[str], env: dict[str, str], mounts: Mounts,
                                  env={**env, **proxy_env()}, limits=limits, cages=ctx.cages,
                                  abort=ctx.abort)
     return replace(execution, egress=proxy.log)
-
-
-@functools.cache
-def bridge_files() -> tuple[Path, ...]:
-    """What the bridge needs inside the sandbox: the harness's interpreter (its venv or
-    installation) and the bridge script; looked up once per process."""
-    return command_files((sys.executable, str(BRIDGE_SCRIPT)))
 
 
 @dataclass(frozen=True)
