@@ -153,6 +153,26 @@ def test_a_named_variable_that_is_not_set_is_refused_before_the_run(  # type: ig
     assert ledger.runs() == []
 
 
+@pytest.mark.sandbox
+def test_the_protocols_solver_env_passes_and_must_be_set(  # type: ignore[no-untyped-def]
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proto = make_protocol(tmp_path / "proto")
+    (proto / "protocol.yaml").write_text((proto / "protocol.yaml").read_text()
+                                         + "  env: [AGENT_MODEL]\n")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", PROBE)
+    monkeypatch.delenv("AGENT_MODEL", raising=False)
+    unset = cli("run", proto, "--solver", command, "--ledger", ledger.path)
+    assert unset.exit_code == 2
+    assert unset.stderr == ("sealbench: protocol.sealed.yaml: field 'solver.env': AGENT_MODEL "
+                            "is not set in this environment; the protocol's solver needs it\n")
+    monkeypatch.setenv("AGENT_MODEL", "scripted")
+    result = run(proto, command, ledger=ledger)
+    assert all("AGENT_MODEL" in p["names"] for p in _probes(ledger, result.run_id).values())
+    assert ledger.run(result.run_id).options["env_names"] == ["AGENT_MODEL"]
+
+
 @pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=pytest.mark.sandbox), "none"])
 def test_home_is_private_to_each_attempt(tmp_path: Path, sandbox: str) -> None:
     """No attempt sees what another wrote to HOME, and nothing of it stays on the host."""
