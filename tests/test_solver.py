@@ -189,6 +189,31 @@ def test_home_is_private_to_each_attempt(tmp_path: Path, sandbox: str) -> None:
     assert all(r.record["outcome"] == "pass" for r in ledger.attempts(result.run_id, "dataset"))
 
 
+HOME_FILLER = '''
+import os, sys
+if sys.argv[-1] == "toy-001":
+    open(os.path.join(os.environ["HOME"], "cache.bin"), "wb").write(b"x" * 200_000)
+''' + SOLVER
+
+
+@pytest.mark.sandbox
+def test_a_home_past_the_workspace_budget_is_a_violation(tmp_path: Path) -> None:
+    """HOME is not diffed, but it is disk: it may not grow past budget.max_workspace_bytes."""
+    proto = make_protocol(tmp_path / "proto")
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(text.replace(
+        "  max_files_touched: 3\n", "  max_files_touched: 3\n  max_workspace_bytes: 150000\n"))
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    result = run(proto, write_solver(tmp_path / "agent", HOME_FILLER), ledger=ledger,
+                 options=RunOptions(jobs=2))
+    rows = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
+    assert rows["toy-001"]["outcome"] == "violation"
+    assert rows["toy-001"]["detail"] == ("HOME grew to 200000 bytes, past "
+                                         "budget.max_workspace_bytes (150000) beyond its seed (0)")
+    assert {rows[t]["outcome"] for t in ("toy-000", "toy-002", "toy-003")} == {"pass"}
+
+
 @pytest.mark.sandbox
 def test_home_from_seeds_every_attempt_and_is_never_written(tmp_path: Path) -> None:
     from sealbench.homeseed import read_home_seed
