@@ -332,3 +332,37 @@ def test_a_bare_python_on_path_runs_as_that_venvs_interpreter(
     header = ledger.run(result.run_id)
     assert header.solver == f"python {script}"  # what the user typed: resume compares it
     assert header.options["solver_argv"] == [str(venv / "bin" / "python"), str(script)]
+
+
+@pytest.mark.sandbox
+def test_a_resume_passes_the_runs_own_variables_and_refuses_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped after its first attempt, the run resumes with the names it began with (not
+    given again), and only with those."""
+    from sealbench.errors import BadInput, Refused
+    from sealbench.runner import RunControl, RunInterrupted, resume
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", PROBE)
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    control = RunControl()
+
+    def stop_after_one(kind: str, _data: dict[str, Any]) -> None:
+        if kind == "attempt":
+            control.stop.set()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="s1", control=control,
+            on_event=stop_after_one, options=RunOptions(env=("OPENAI_API_KEY",)))
+    with pytest.raises(Refused, match=r"began with the solver environment \['OPENAI_API_KEY'\]"):
+        resume(proto, command, "s1", ledger=ledger, options=RunOptions(env=("OTHER",)))
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(BadInput, match=r"^--env OPENAI_API_KEY: not set"):
+        resume(proto, command, "s1", ledger=ledger)
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    done = resume(proto, command, "s1", ledger=ledger)
+    digest = hashlib.sha256(SENTINEL.encode()).hexdigest()
+    assert {p["key_sha256"] for p in _probes(ledger, done.run_id).values()} == {digest}
+    assert done.report["solver"]["env_names"] == ["OPENAI_API_KEY"]
