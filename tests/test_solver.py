@@ -153,6 +153,26 @@ def test_a_named_variable_that_is_not_set_is_refused_before_the_run(  # type: ig
     assert ledger.runs() == []
 
 
+@pytest.mark.sandbox
+def test_the_protocols_solver_env_passes_and_must_be_set(  # type: ignore[no-untyped-def]
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proto = make_protocol(tmp_path / "proto")
+    (proto / "protocol.yaml").write_text((proto / "protocol.yaml").read_text()
+                                         + "  env: [AGENT_MODEL]\n")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", PROBE)
+    monkeypatch.delenv("AGENT_MODEL", raising=False)
+    unset = cli("run", proto, "--solver", command, "--ledger", ledger.path)
+    assert unset.exit_code == 2
+    assert unset.stderr == ("sealbench: protocol.sealed.yaml: field 'solver.env': AGENT_MODEL "
+                            "is not set in this environment; the protocol's solver needs it\n")
+    monkeypatch.setenv("AGENT_MODEL", "scripted")
+    result = run(proto, command, ledger=ledger)
+    assert all("AGENT_MODEL" in p["names"] for p in _probes(ledger, result.run_id).values())
+    assert ledger.run(result.run_id).options["env_names"] == ["AGENT_MODEL"]
+
+
 @pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=pytest.mark.sandbox), "none"])
 def test_home_is_private_to_each_attempt(tmp_path: Path, sandbox: str) -> None:
     """No attempt sees what another wrote to HOME, and nothing of it stays on the host."""
@@ -167,6 +187,31 @@ def test_home_is_private_to_each_attempt(tmp_path: Path, sandbox: str) -> None:
     assert len(homes) == 7 and "/tmp" not in homes
     assert not any(Path(h).exists() for h in homes)
     assert all(r.record["outcome"] == "pass" for r in ledger.attempts(result.run_id, "dataset"))
+
+
+HOME_FILLER = '''
+import os, sys
+if sys.argv[-1] == "toy-001":
+    open(os.path.join(os.environ["HOME"], "cache.bin"), "wb").write(b"x" * 200_000)
+''' + SOLVER
+
+
+@pytest.mark.sandbox
+def test_a_home_past_the_workspace_budget_is_a_violation(tmp_path: Path) -> None:
+    """HOME is not diffed, but it is disk: it may not grow past budget.max_workspace_bytes."""
+    proto = make_protocol(tmp_path / "proto")
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(text.replace(
+        "  max_files_touched: 3\n", "  max_files_touched: 3\n  max_workspace_bytes: 150000\n"))
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    result = run(proto, write_solver(tmp_path / "agent", HOME_FILLER), ledger=ledger,
+                 options=RunOptions(jobs=2))
+    rows = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
+    assert rows["toy-001"]["outcome"] == "violation"
+    assert rows["toy-001"]["detail"] == ("HOME grew to 200000 bytes, past "
+                                         "budget.max_workspace_bytes (150000) beyond its seed (0)")
+    assert {rows[t]["outcome"] for t in ("toy-000", "toy-002", "toy-003")} == {"pass"}
 
 
 @pytest.mark.sandbox
@@ -287,3 +332,37 @@ def test_a_bare_python_on_path_runs_as_that_venvs_interpreter(
     header = ledger.run(result.run_id)
     assert header.solver == f"python {script}"  # what the user typed: resume compares it
     assert header.options["solver_argv"] == [str(venv / "bin" / "python"), str(script)]
+
+
+@pytest.mark.sandbox
+def test_a_resume_passes_the_runs_own_variables_and_refuses_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped after its first attempt, the run resumes with the names it began with (not
+    given again), and only with those."""
+    from sealbench.errors import BadInput, Refused
+    from sealbench.runner import RunControl, RunInterrupted, resume
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger)
+    command = write_solver(tmp_path / "agent", PROBE)
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    control = RunControl()
+
+    def stop_after_one(kind: str, _data: dict[str, Any]) -> None:
+        if kind == "attempt":
+            control.stop.set()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="s1", control=control,
+            on_event=stop_after_one, options=RunOptions(env=("OPENAI_API_KEY",)))
+    with pytest.raises(Refused, match=r"began with the solver environment \['OPENAI_API_KEY'\]"):
+        resume(proto, command, "s1", ledger=ledger, options=RunOptions(env=("OTHER",)))
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(BadInput, match=r"^--env OPENAI_API_KEY: not set"):
+        resume(proto, command, "s1", ledger=ledger)
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    done = resume(proto, command, "s1", ledger=ledger)
+    digest = hashlib.sha256(SENTINEL.encode()).hexdigest()
+    assert {p["key_sha256"] for p in _probes(ledger, done.run_id).values()} == {digest}
+    assert done.report["solver"]["env_names"] == ["OPENAI_API_KEY"]

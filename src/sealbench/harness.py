@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ from sealbench.environment import (
     sandbox_view,
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
-from sealbench.homeseed import HomeSeed
+from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
@@ -165,6 +166,12 @@ class Harness:
         self.cages = CagePool()
         self._oracles = self.scratch / "oracles"
         self._oracles.mkdir()
+        try:
+            seed = self._private_seed(home_seed)
+        except BaseException:
+            self.cages.close()
+            remove_tree(self.scratch)
+            raise
         spec = protocol.spec
         module = spec.metric.module
         code = self.read_verified(protocol.resolve(module)) if module is not None else None
@@ -205,11 +212,24 @@ class Harness:
             abort=self._abort,
             environment=self.environment,
             timeout_scale=timeout_scale,
-            home_seed=home_seed.path if home_seed is not None else None,
+            home_seed=seed,
             home_seed_bytes=home_seed.bytes if home_seed is not None else 0,
             network=spec.budget.network,
             allow_hosts=allow_hosts,
         )
+
+    def _private_seed(self, home_seed: HomeSeed | None) -> Path | None:
+        """A private copy of `run --home-from DIR`, checked against the digest taken when the
+        run started: every attempt's HOME is seeded from this copy, so a DIR edited during the
+        run changes no attempt, and the copy lies in the scratch dir, hidden from the solver."""
+        if home_seed is None:
+            return None
+        private = self.scratch / "home-seed"
+        shutil.copytree(home_seed.path, private, symlinks=True)
+        if read_home_seed(private).digest != home_seed.digest:
+            raise Refused(f"--home-from {home_seed.path}: changed since the run started "
+                          "(its content digest differs); run again")
+        return private
 
     def __enter__(self) -> Harness:
         return self
