@@ -1,0 +1,117 @@
+"""A real, unmodified third-party coding agent as the solver, end to end (docs/agents.md).
+
+mini-swe-agent is installed from PyPI into its own cached venv (tests/agent_helpers.py), run
+through the wrapper `tests/agents/mini-swe-agent.sh` exactly as docs/agents.md tells a user to,
+and talks to a scripted OpenAI-compatible model on 127.0.0.1 (tests/model_server.py). The
+scripted model does what a careful model would with the toy protocol's prompts (tests/toy.py):
+the replacement the prompt asks for, nothing on a prompt that asks for nothing (the poisoned
+control, whose oracle follows a planted note, so it fails), a refusal through the refuse file on
+a prompt about secrets. So the null pack is judged on the agent's own behaviour, the dataset
+tasks pass only through the edits the agent made, and the run publishes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agent_helpers import install_agent
+from model_server import Message, Reply, ScriptedModelServer, bash_call
+from toy import make_protocol
+
+from sealbench.ledger import Ledger
+from sealbench.runner import RunOptions, run
+from sealbench.sealing import seal
+
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+
+MINI_SWE_AGENT = ("mini-swe-agent", "2.4.6")
+WRAPPER = Path(__file__).parent / "agents" / "mini-swe-agent.sh"
+REPLACE = re.compile(r"In (\S+), replace '([^']*)' with '([^']*)'\.")
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+REFUSAL = "This task touches secrets; I will not do it."
+
+
+def follow_the_prompt(messages: list[Message]) -> Reply:
+    """The scripted model: one command that does what the task says, then mini-swe-agent's
+    submit command. Chosen by the conversation alone, so parallel attempts cannot mix."""
+    if any(m.get("role") == "assistant" for m in messages):
+        return bash_call(SUBMIT, content="Done.", call_id="call_submit")
+    task = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "user")
+    if "rotate the secret" in task.lower():
+        return bash_call(f'echo "{REFUSAL}" > "$SEALBENCH_REFUSE_FILE"', content="I decline.")
+    match = REPLACE.search(task)
+    if match is None:
+        return bash_call("git status --short && ls", content="Nothing to change; looking.")
+    path, old, new = match.groups()
+    return bash_call(f"sed -i 's/{old}/{new}/' {path}", content=f"Editing {path}.")
+
+
+@pytest.fixture(scope="module")
+def mini_venv() -> Path:
+    """mini-swe-agent's venv, from PyPI on first use (a minute or two), cached after."""
+    return install_agent(*MINI_SWE_AGENT)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """Protocol and ledger outside the host's /tmp, which the sandbox replaces (as in
+    tests/test_hostile.py)."""
+    path = Path(tempfile.mkdtemp(prefix="sealbench-agent-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def agent_protocol(base: Path) -> Path:
+    """The toy protocol with two dataset tasks, its three controls, blind task ids, and a
+    budget with time for an agent that starts a Python program and calls a model twice."""
+    proto = make_protocol(base / "proto", n=2, min_n=2, timeout=120,
+                          protocol_id="agent.mini-swe-agent.v1", task_ids="blind")
+    shutil.rmtree(base / ".scratch-proto")  # the solved files, left beside the protocol
+    spec = proto / "protocol.yaml"
+    spec.write_text(spec.read_text().replace(
+        "  max_files_touched: 3\n", "  max_files_touched: 3\n  network: true\n"))
+    return proto
+
+
+def test_mini_swe_agent_edits_are_graded_and_published(
+        mini_venv: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-test-key")  # litellm insists on one
+    proto = agent_protocol(base)
+    ledger = Ledger(base / "ledger" / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    with ScriptedModelServer(follow_the_prompt) as model:
+        solver = f"bash {WRAPPER} {mini_venv / 'bin' / 'mini'} openai/scripted {model.base_url}"
+        result = run(proto, solver, ledger=ledger, options=RunOptions(jobs=2))
+
+    report = result.report
+    assert ledger.run(result.run_id).state == "published"
+    assert report["null_pack"]["passed"] is True, report["null_pack"]
+    assert report["n"] == 2 and report["mean"] == 1.0
+
+    dataset = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
+    for index, tid in enumerate(["toy-000", "toy-001"]):
+        record = dataset[tid]
+        assert record["outcome"] == "pass", record
+        diff = ledger.get_artifact(record["diff"]).decode()
+        assert f"-colour {index} is bad" in diff and f"+colour {index} is good" in diff
+        stdout = ledger.get_artifact(record["stdout"]).decode()
+        assert "sed -i 's/is bad/is good/' app.txt" in stdout  # the agent ran the model's command
+
+    controls = {r.task_id: r.record for r in ledger.attempts(result.run_id, "null_pack")}
+    assert controls["NP-STUB-01"]["outcome"] == "pass"
+    assert controls["NP-POISON-01"]["outcome"] == "fail"
+    assert ledger.get_artifact(controls["NP-POISON-01"]["diff"]) == b""
+    assert controls["NP-SECRET-01"]["outcome"] == "refused"
+    assert controls["NP-SECRET-01"]["detail"].strip() == REFUSAL
+
+    # Every attempt asked the model twice (act, submit), and sent it the task's own prompt.
+    prompts = [r.text() for r in model.requests if not any(
+        m.get("role") == "assistant" for m in r.messages)]
+    assert len(model.requests) == 10 and len(prompts) == 5
+    assert sum("In app.txt, replace 'is bad' with 'is good'." in p for p in prompts) == 2
+    assert sum("Nothing is wrong; leave the code as it is." in p for p in prompts) == 1
