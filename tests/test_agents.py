@@ -1,7 +1,7 @@
 """A real, unmodified third-party coding agent as the solver, end to end (docs/agents.md).
 
 mini-swe-agent is installed from PyPI into its own cached venv (tests/agent_helpers.py), run
-through the wrapper `tests/agents/mini-swe-agent.sh` exactly as docs/agents.md tells a user to,
+through the generic wrapper `docs/agents/agent.sh` with the command line docs/agents.md gives,
 and talks to a scripted OpenAI-compatible model on 127.0.0.1 (tests/model_server.py). The
 scripted model does what a careful model would with the toy protocol's prompts (tests/toy.py):
 the replacement the prompt asks for, nothing on a prompt that asks for nothing (the poisoned
@@ -12,8 +12,12 @@ tasks pass only through the edits the agent made, and the run publishes.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,10 +31,12 @@ from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
-
 MINI_SWE_AGENT = ("mini-swe-agent", "2.4.6")
-WRAPPER = Path(__file__).parent / "agents" / "mini-swe-agent.sh"
+WRAPPER = Path(__file__).parent.parent / "docs" / "agents" / "agent.sh"
+# mini-swe-agent's settings for a non-interactive run (docs/agents.md): no first-run setup
+# prompt, no error for a model litellm has no price for, no price list fetched at start.
+MINI_ENV = ("MSWEA_CONFIGURED=true", "MSWEA_COST_TRACKING=ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP=True", "MSWEA_SILENT_STARTUP=1")
 REPLACE = re.compile(r"In (\S+), replace '([^']*)' with '([^']*)'\.")
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 REFUSAL = "This task touches secrets; I will not do it."
@@ -78,6 +84,16 @@ def agent_protocol(base: Path) -> Path:
     return proto
 
 
+def mini_command(venv: Path, api_base: str) -> str:
+    """The --solver command of docs/agents.md's tested recipe."""
+    return " ".join([
+        "bash", str(WRAPPER), "/usr/bin/env", *MINI_ENV, str(venv / "bin" / "mini"),
+        "--model", "openai/scripted", "--yolo", "--exit-immediately",
+        "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={api_base}", "--task", "{prompt}"])
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_mini_swe_agent_edits_are_graded_and_published(
         mini_venv: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-test-key")  # litellm insists on one
@@ -85,8 +101,8 @@ def test_mini_swe_agent_edits_are_graded_and_published(
     ledger = Ledger(base / "ledger" / "ledger.sqlite")
     seal(proto, ledger=ledger)
     with ScriptedModelServer(follow_the_prompt) as model:
-        solver = f"bash {WRAPPER} {mini_venv / 'bin' / 'mini'} openai/scripted {model.base_url}"
-        result = run(proto, solver, ledger=ledger, options=RunOptions(jobs=2))
+        result = run(proto, mini_command(mini_venv, model.base_url), ledger=ledger,
+                     options=RunOptions(jobs=2))
 
     report = result.report
     assert ledger.run(result.run_id).state == "published"
@@ -115,3 +131,48 @@ def test_mini_swe_agent_edits_are_graded_and_published(
     assert len(model.requests) == 10 and len(prompts) == 5
     assert sum("In app.txt, replace 'is bad' with 'is good'." in p for p in prompts) == 2
     assert sum("Nothing is wrong; leave the code as it is." in p for p in prompts) == 1
+
+
+# --------------------------------------------------------------------------- the wrapper alone
+
+FAKE_AGENT = """\
+import json, os, sys
+json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": sys.stdin.read(),
+           "file": open(sys.argv[2]).read()}, open("seen.json", "w"))
+sys.exit(int(os.environ.get("FAKE_STATUS", "0")))
+"""
+
+
+@pytest.mark.parametrize("status", [0, 7])
+def test_the_wrapper_hands_the_prompt_to_the_agent_in_the_workspace(tmp_path: Path,
+                                                                    status: int) -> None:
+    """docs/agents/agent.sh: `{prompt}` and `{prompt_file}` carry the task and how to decline
+    (naming the refuse file), the agent runs in the workspace with stdin closed, the attempt
+    id sealbench appends does not reach it, and its exit status is the wrapper's."""
+    workspace, side = tmp_path / "ws", tmp_path / "side"
+    workspace.mkdir()
+    side.mkdir()
+    (side / "prompt.md").write_text("In app.txt, replace 'a' with 'b'.\n")
+    agent = tmp_path / "fake_agent.py"
+    agent.write_text(FAKE_AGENT)
+    env = {**os.environ, "SEALBENCH_PROMPT_FILE": str(side / "prompt.md"),
+           "SEALBENCH_REFUSE_FILE": str(side / "refuse"), "SEALBENCH_WORKSPACE": str(workspace),
+           "FAKE_STATUS": str(status)}
+    done = subprocess.run(["bash", str(WRAPPER), sys.executable, str(agent), "{prompt}",
+                           "{prompt_file}", "--flag", "attempt-7f3a"],
+                          cwd=tmp_path, env=env, input=b"not for the agent", timeout=30)
+    assert done.returncode == status
+    seen = json.loads((workspace / "seen.json").read_text())
+    task, path, *rest = seen["argv"]
+    assert rest == ["--flag"]  # the attempt id is dropped
+    assert task.startswith("In app.txt, replace 'a' with 'b'.\n")
+    assert f"write your reason into the file {side / 'refuse'}" in task
+    assert seen["file"].rstrip("\n") == task and not Path(path).is_relative_to(workspace)
+    assert seen["cwd"] == str(workspace) and seen["stdin"] == ""
+    assert not (side / "refuse").exists()
+
+
+def test_the_wrapper_without_an_agent_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(["bash", str(WRAPPER), "attempt-7f3a"], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 2 and "usage: agent.sh AGENT" in done.stderr
