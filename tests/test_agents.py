@@ -176,3 +176,15 @@ def test_the_wrapper_without_an_agent_is_a_usage_error(tmp_path: Path) -> None:
     done = subprocess.run(["bash", str(WRAPPER), "attempt-7f3a"], capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 2 and "usage: agent.sh AGENT" in done.stderr
+
+
+def test_the_documented_recipe_is_the_tested_command() -> None:
+    """docs/agents.md recipe (a) must stay the command this file runs: every setting and flag
+    of mini_command appears in it, in the same order."""
+    doc = (WRAPPER.parent.parent / "agents.md").read_text()
+    recipe = doc[doc.index("## (a) mini-swe-agent"):doc.index("## Against real APIs")]
+    words = " ".join(recipe.replace("\\\n", " ").split())
+    tested = mini_command(Path("/venv"), "http://127.0.0.1:8000/v1").split()
+    expected = ["/usr/bin/env", *tested[tested.index("/usr/bin/env") + 1:]]
+    expected[expected.index("/venv/bin/mini")] = "$MINI"
+    assert " ".join(expected) in words
