@@ -102,10 +102,13 @@ def test_mini_swe_agent_edits_are_graded_and_published(
     seal(proto, ledger=ledger)
     with ScriptedModelServer(follow_the_prompt) as model:
         result = run(proto, mini_command(mini_venv, model.base_url), ledger=ledger,
-                     options=RunOptions(jobs=2))
+                     options=RunOptions(jobs=2, env=("OPENAI_API_KEY",)))
 
     report = result.report
-    assert ledger.run(result.run_id).state == "published"
+    header = ledger.run(result.run_id)
+    assert header.state == "published"
+    assert header.options["env_names"] == ["OPENAI_API_KEY"]
+    assert "sk-scripted-test-key" not in json.dumps(header.options)
     assert report["null_pack"]["passed"] is True, report["null_pack"]
     assert report["n"] == 2 and report["mean"] == 1.0
 

@@ -285,12 +285,16 @@ def test_solver_cannot_write_outside_its_workspace(base: Path, tmp_path: Path) -
                              remove=[str(p) for p in remove])
     digests = {p: _sha(p) for p in clobber if not p.name.endswith("-wal")}
     base_before, tmp_before = _files(base), _files(tmp_path)
-    sandbox_home = Path(tempfile.gettempdir()) / name  # $HOME is /tmp inside the sandbox
+    sandbox_home = Path(tempfile.gettempdir()) / name  # until the run says where HOME was
     try:
         result = run(proto, command, ledger=ledger,
                      options=RunOptions(jobs=2, report_path=report_path))
         rows = records(ledger, result.run_id)
-        tried = hostile_report(ledger, rows["toy-001"])["results"]
+        seen = hostile_report(ledger, rows["toy-001"])
+        tried = seen["results"]
+        # $HOME is the attempt's private directory: writable, and gone with the attempt
+        sandbox_home = Path(seen["home"]) / name
+        assert tried[str(sandbox_home)] == "written"
         assert set(tried) == {str(p) for p in [*create, sandbox_home, *clobber, *remove]}
         leaked = [p for p in [*create, sandbox_home] if p.exists() and p != report_path]
         assert leaked == []

@@ -159,3 +159,51 @@ def test_yaml_line_map_points_at_keys_and_items() -> None:
     lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
     assert lines[("a", "b")] == 2
     assert lines[("a", "c", 1)] == 5
+
+
+@pytest.mark.parametrize(("names", "message"), [
+    ('["OPENAI-KEY"]', "'OPENAI-KEY' is not an environment variable name"),
+    ('["1ABC"]', "'1ABC' is not an environment variable name"),
+    ('["HOME"]', "'HOME' is set by sealbench itself and cannot be passed through"),
+    ('["SEALBENCH_TASK_ID"]', "'SEALBENCH_TASK_ID' is set by sealbench itself"),
+    ('["A_KEY", "A_KEY"]', "lists 'A_KEY' twice"),
+])
+def test_solver_env_names_are_checked_with_their_line(cli, toy: Path, names: str,  # type: ignore[no-untyped-def]
+                                                      message: str) -> None:
+    text = (toy / "protocol.yaml").read_text() + f"  env: {names}\n"
+    (toy / "protocol.yaml").write_text(text)
+    line = len(text.splitlines())
+    reported = _seal_fails(cli, toy)
+    assert reported.startswith(f"sealbench: protocol.yaml:{line}: field 'solver.env.")
+    assert message in reported and reported.count("\n") == 0
+
+
+def test_solver_env_is_loaded_in_order(toy: Path) -> None:
+    (toy / "protocol.yaml").write_text((toy / "protocol.yaml").read_text()
+                                       + "  env: [OPENAI_API_KEY, _X1]\n")
+    assert load(toy).spec.solver.env == ["OPENAI_API_KEY", "_X1"]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "input should be greater than 0"),
+    (-5, "input should be greater than 0"),
+    ("soon", "input should be a valid number"),
+])
+def test_task_timeout_must_be_a_positive_number(cli, toy: Path, value: object,  # type: ignore[no-untyped-def]
+                                                message: str) -> None:
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[1]["timeout_sec"] = value
+    _write_rows(dataset, rows)
+    reported = _seal_fails(cli, toy)
+    assert reported.startswith("sealbench: tasks/dataset.jsonl:2: field 'timeout_sec': ")
+    assert message in reported
+
+
+def test_task_timeout_is_kept_per_task(toy: Path) -> None:
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[1]["timeout_sec"] = 1.5
+    _write_rows(dataset, rows)
+    timeouts = {t.id: t.timeout_sec for t in load(toy).dataset}
+    assert timeouts == {"toy-000": None, "toy-001": 1.5, "toy-002": None, "toy-003": None}

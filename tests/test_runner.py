@@ -312,3 +312,55 @@ def test_scratch_inside_the_protocol_or_ledger_dir_is_bad_input(tmp_path: Path,
         monkeypatch.setenv("SEALBENCH_SCRATCH", str(inside))
         with pytest.raises(BadInput, match="SEALBENCH_SCRATCH"):
             run(proto, write_solver(tmp_path / "agent"), ledger=ledger)
+
+
+@pytest.mark.parametrize(("given_env", "given_home", "refused"), [
+    ((), None, None),
+    (("OPENAI_API_KEY",), None, None),
+    (("OTHER",), None, "began with the solver environment ['OPENAI_API_KEY']"),
+    (("OPENAI_API_KEY", "OTHER"), None, "cannot continue with ['OPENAI_API_KEY', 'OTHER']"),
+    ((), "seed", None),
+    ((), "elsewhere", "began with --home-from"),
+], ids=["omitted", "same", "other-name", "one-more", "same-home", "other-home"])
+def test_a_resume_keeps_the_runs_env_names_and_home_seed(
+        tmp_path: Path, given_env: tuple[str, ...], given_home: str | None,
+        refused: str | None) -> None:
+    from sealbench.errors import Refused
+    from sealbench.runner import _check_same_solver_env
+
+    stored = RunOptions(env=("OPENAI_API_KEY",), home_from=(tmp_path / "seed").resolve())
+    given = RunOptions(env=given_env,
+                       home_from=tmp_path / given_home if given_home is not None else None)
+    if refused is None:
+        _check_same_solver_env("r1", given, stored, [])
+    else:
+        with pytest.raises(Refused, match=re.escape(refused)):
+            _check_same_solver_env("r1", given, stored, [])
+
+
+@pytest.mark.parametrize(("argv0", "on_path", "hide", "expected"), [
+    ("agent", "bin", None, "bin/agent"),
+    ("agent", "bin", "bin", "refused: lies inside"),
+    ("agent", "link", "bin", "refused: lies inside"),  # the symlink's target is hidden
+    ("agent", "link", None, "link/agent"),  # symlink kept, not resolved
+    ("missing", "bin", None, "refused: is not found"),
+    ("/abs/agent", "bin", None, "/abs/agent"),
+], ids=["found", "hidden", "target-hidden", "link-kept", "not-found", "path-given"])
+def test_resolve_program_against_the_solvers_path(tmp_path: Path, argv0: str, on_path: str,
+                                                  hide: str | None, expected: str) -> None:
+    from sealbench.errors import BadInput
+    from sealbench.runner import resolve_program
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "agent").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "agent").chmod(0o755)
+    (tmp_path / "link").mkdir()
+    os.symlink(tmp_path / "bin" / "agent", tmp_path / "link" / "agent")
+    path = f"relative-dir{os.pathsep}{tmp_path / on_path}"  # relative entries are skipped
+    hidden = {tmp_path / hide: "--hide"} if hide else {}
+    if expected.startswith("refused: "):
+        with pytest.raises(BadInput, match=re.escape(expected.removeprefix("refused: "))):
+            resolve_program((argv0, "x"), path, hidden)
+    else:
+        want = expected if expected.startswith("/") else str(tmp_path / expected)
+        assert resolve_program((argv0, "x"), path, hidden) == (want, "x")

@@ -114,6 +114,18 @@ def test_attempt_paths_and_private_dirs(tmp_path: Path) -> None:
     assert args[-5:] == ["--chdir", str(tmp_path / "ws"), "--setenv", "HOME", "/tmp"]
 
 
+def test_a_private_home_is_bound_writable_and_named_home(tmp_path: Path) -> None:
+    """The solver's HOME is its attempt's own directory, bound over the private /tmp it lies
+    in (the scratch dir is under /tmp), not the shared /tmp itself."""
+    home = tmp_path / "attempt" / "home"
+    args = bwrap_args(Mounts(workspace=tmp_path / "attempt" / "ws", home=home),
+                      network=False, host=SPLIT)
+    assert (str(home), str(home)) in _pairs(args, "--bind")
+    assert _index(args, "--bind", str(home)) > _index(args, "--tmpfs", "/tmp")
+    assert args[-5:] == ["--chdir", str(tmp_path / "attempt" / "ws"), "--setenv", "HOME",
+                         str(home)]
+
+
 def test_etc_restricted_finds_what_others_cannot_read(tmp_path: Path) -> None:
     (tmp_path / "open.conf").write_text("x")
     (tmp_path / "shadow").write_text("x")

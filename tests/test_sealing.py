@@ -149,6 +149,22 @@ def test_identity_covers_fixture_budget_and_publish(toy: Path, tmp_path: Path) -
     assert len(identities) == 3
 
 
+def test_solver_env_is_sealed_and_an_empty_list_changes_no_identity(toy: Path,
+                                                                    tmp_path: Path) -> None:
+    """`solver.env` is part of the sealed spec; its default is left out of the identity, so
+    every protocol sealed before the field existed keeps its identity (the golden lock too)."""
+    def identity(tail: str, name: str) -> str:
+        proto = tmp_path / name
+        shutil.copytree(toy, proto)
+        (proto / "protocol.yaml").write_text((proto / "protocol.yaml").read_text() + tail)
+        return seal(proto, ledger=Ledger(tmp_path / f"{name}.sqlite"),
+                    check_instrument=False).identity
+
+    plain, empty = identity("", "plain"), identity("  env: []\n", "empty")
+    named = identity("  env: [OPENAI_API_KEY]\n", "named")
+    assert plain == empty != named
+
+
 def _replace(path: Path, old: str, new: str) -> None:
     path.write_text(path.read_text().replace(old, new))
 

@@ -591,7 +591,7 @@ def test_a_solver_that_solves_nothing_publishes_zero(world: World, tmp_path: Pat
     (solver_dir / "patches.json").write_text(json.dumps(
         {r["problem_statement"]: r["patch"] for r in world.rows}))
     monkeypatch.setenv("LAZY_AGENT", "1")
-    lazy = run(out, command, ledger=ledger, options=RunOptions(jobs=2))
+    lazy = run(out, command, ledger=ledger, options=RunOptions(jobs=2, env=("LAZY_AGENT",)))
     assert (lazy.report["n"], lazy.report["mean"]) == (3, 0.0)
     assert lazy.report["ci95"][0] == 0.0 < lazy.report["ci95"][1]
     outcomes = {a.task_id: a.record["outcome"]

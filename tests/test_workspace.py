@@ -330,7 +330,7 @@ def test_a_binary_oracle_made_with_git_diff_binary_seals_and_grades(
     seal(proto, ledger=ledger)  # the instrument check: oracle passes, do-nothing fails
     monkeypatch.setenv("LOGO", json.dumps(list(logo)))
     result = run(proto, write_solver(tmp_path / "agent", BINARY_SOLVER), ledger=ledger,
-                 options=RunOptions(jobs=2))
+                 options=RunOptions(jobs=2, env=("LOGO",)))
     rows = {r.task_id: r.record for r in ledger.attempts(result.run_id, "dataset")}
     assert rows["bin-001"]["outcome"] == outcome, rows["bin-001"]["detail"]
     assert b"GIT binary patch" in ledger.get_artifact(rows["bin-001"]["diff"])

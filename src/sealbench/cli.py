@@ -241,17 +241,24 @@ def _print_result(result: RunResult) -> None:
 @click.option("--expose", multiple=True, type=click.Path(path_type=Path),
               help="A host path the solver may read (read-only; repeatable), e.g. a toolchain "
                    "outside /usr; recorded in the run and its report.")
+@click.option("--env", "env", multiple=True, metavar="NAME",
+              help="Pass this host environment variable to the solver (repeatable), e.g. "
+                   "OPENAI_API_KEY; it must be set. Only its name is recorded.")
+@click.option("--home-from", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Copy DIR (agent configuration, at most 64 MiB) into every attempt's "
+                   "private HOME; DIR itself is never written. Recorded with a digest.")
 @find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
-        hide: tuple[Path, ...], expose: tuple[Path, ...], find_links: Path | None,
-        ledger_path: Path | None) -> None:
+        hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
+        home_from: Path | None, find_links: Path | None, ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
-                         hide=hide, expose=expose, find_links=find_links)
+                         hide=hide, expose=expose, find_links=find_links, env=env,
+                         home_from=home_from)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)

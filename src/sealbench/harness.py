@@ -28,6 +28,7 @@ from sealbench.environment import (
     sandbox_view,
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
+from sealbench.homeseed import HomeSeed
 from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
@@ -142,6 +143,7 @@ class Harness:
         verifier_sandbox: Sandbox | None = None,
         environment: EnvironmentRecord | None = None,
         find_links: Path | None = None,
+        home_seed: HomeSeed | None = None,
     ) -> None:
         self.protocol = protocol
         self._abort = abort or threading.Event()
@@ -200,6 +202,9 @@ class Harness:
             cages=self.cages,
             abort=self._abort,
             environment=self.environment,
+            timeout_scale=timeout_scale,
+            home_seed=home_seed.path if home_seed is not None else None,
+            home_seed_bytes=home_seed.bytes if home_seed is not None else 0,
         )
 
     def __enter__(self) -> Harness:

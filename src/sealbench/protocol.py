@@ -27,6 +27,7 @@ PROTOCOL_FILE = "protocol.yaml"
 SEALED_FILE = "protocol.sealed.yaml"
 LOCK_FILE = "protocol.lock"
 TASK_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTROL_CLASSES = ("must_pass", "must_fail", "must_refuse")
 KNOWN_FORBIDDEN_FIELDS = ("single_percentage_only",)
 ControlClass = Literal["must_pass", "must_fail", "must_refuse"]
@@ -149,6 +150,19 @@ class SolverSpec(_Strict):
     diff_source: Literal["workspace", "stdout"] = "stdout"
     # blind: the solver sees an opaque per-run attempt id, never the task id (docs/running.md)
     task_ids: Literal["blind", "visible"] = "blind"
+    # host environment variables passed to the solver (docs/running.md#the-solvers-environment);
+    # the empty default is left out of the identity, so older identities stand
+    env: list[str] = Field(default_factory=list)  # names checked in load(), with their lines
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why `name` cannot be passed to the solver (protocol `solver.env`, `run --env`), or None.
+    HOME and SEALBENCH_* are sealbench's own: the solver gets them from the harness."""
+    if not ENV_NAME_PATTERN.match(name):
+        return f"'{name}' is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+    if name == "HOME" or name.startswith("SEALBENCH_"):
+        return f"'{name}' is set by sealbench itself and cannot be passed through"
+    return None
 
 
 class ProtocolSpec(_Strict):
@@ -183,6 +197,8 @@ class TaskRow(BaseModel):
     tests: str | None = None
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
+    # this task's solver timeout, in place of budget.timeout_sec (--timeout-scale applies)
+    timeout_sec: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -203,6 +219,7 @@ class Task:
     tests: Path | None = None
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
+    timeout_sec: float | None = None  # overrides budget.timeout_sec for this task
 
 
 @dataclass
@@ -452,6 +469,7 @@ def _parse_row(
         tests=tests,
         fail_to_pass=tuple(row.fail_to_pass),
         pass_to_pass=tuple(row.pass_to_pass),
+        timeout_sec=row.timeout_sec,
     ), []
 
 
@@ -528,12 +546,27 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
         elif found is not None and not found.is_file():
             problems.append(Problem(name, f"'{ref}' does not exist", line_of(lines, loc),
                                     dotted(loc)))
+    problems.extend(_env_problems(spec, lines, name))
     protocol = Protocol(root, root / name, text, spec, loaded["dataset"], loaded["null_pack"],
                         lines, dataset_rows or 0)
     problems.extend(_cross_checks(protocol, name, dataset_rows is not None))
     if problems:
         raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
     return protocol
+
+
+def _env_problems(spec: ProtocolSpec, lines: dict[tuple[str | int, ...], int],
+                  name: str) -> list[Problem]:
+    """Each `solver.env` entry must be a variable name sealbench may pass, listed once."""
+    problems: list[Problem] = []
+    for index, env_name in enumerate(spec.solver.env):
+        loc: tuple[str | int, ...] = ("solver", "env", index)
+        why = env_name_problem(env_name)
+        if why is None and env_name in spec.solver.env[:index]:
+            why = f"lists '{env_name}' twice"
+        if why is not None:
+            problems.append(Problem(name, why, line_of(lines, loc), dotted(loc)))
+    return problems
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -141,7 +141,11 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "protocol_id": run.protocol_id,
         "identity": run.identity,
         "run_id": run.run_id,
-        "solver": {"command": run.solver},
+        "solver": {"command": run.solver,
+                   # names the solver got from the host (never values); None: a run from
+                   # before the environment was explicit, when it got all of it
+                   "env_names": options.get("env_names"),
+                   "home_from": options.get("home_from")},
         "sandbox": run.sandbox,
         "exposed": list(options.get("expose", [])),
         "n": head.n,
@@ -342,6 +346,7 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("protocol identity", report["identity"]),
         ("run", report["run_id"]),
         ("solver", report["solver"]["command"]),
+        ("solver environment", _env_text(report["solver"])),
         ("sandbox", report["sandbox"]),
         ("n (scored tasks)", str(report["n"])),
         ("epochs", str(report["epochs"])),
@@ -357,6 +362,18 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
              ("task ids", "blind (opaque attempt ids)" if report["task_ids"] == "blind"
               else "visible: controls not blinded")]
     return rows
+
+
+def _env_text(solver: dict[str, Any]) -> str:
+    """What the solver got from the host besides the base (docs/running.md)."""
+    names = solver.get("env_names")
+    if names is None:
+        return "not recorded (the whole host environment, before sealbench 11)"
+    text = ("passed: " + ", ".join(names)) if names else "no variables passed"
+    seed = solver.get("home_from")
+    if seed:
+        text += f"; HOME seeded from {seed['path']} (sha256 {seed['sha256'][:12]})"
+    return text
 
 
 def _notes(report: dict[str, Any]) -> list[str]:

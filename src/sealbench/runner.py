@@ -14,6 +14,7 @@ import random
 import re
 import secrets
 import shlex
+import shutil
 import socket
 import sqlite3
 import sys
@@ -25,11 +26,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sealbench
+from sealbench.environment import sandbox_view
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
+from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.ledger import AttemptRow, Ledger
-from sealbench.protocol import Task
+from sealbench.protocol import Task, env_name_problem
 from sealbench.report import (
     NotPublishable,
     build_report,
@@ -80,6 +83,10 @@ class RunOptions:
     expose: tuple[Path, ...] = ()  # host paths the solver may read (docs/isolation.md)
     # wheels to build the protocol's environment from, offline (docs/protocol.md)
     find_links: Path | None = None
+    # host variables the solver gets besides the protocol's solver.env (names; values are read
+    # from the environment per attempt and recorded nowhere)
+    env: tuple[str, ...] = ()
+    home_from: Path | None = None  # copied into every attempt's private HOME (read-only source)
 
 
 @dataclass(frozen=True)
@@ -138,20 +145,11 @@ def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) 
     """`--expose PATH` opens a host path to the solver, read-only: never one that holds what
     the run keeps from it (inside the protocol dir or the ledger's files), nor one that would
     bring back a private directory of the sandbox. One line, exit 2."""
-    db = ledger.path.resolve()
-    kept = {"the protocol directory": protocol_root.resolve(),
-            "the ledger": db,
-            "the ledger's artifacts": ledger.artifacts.resolve(),
-            "the ledger's reports": (ledger.path.parent / "reports").resolve()}
     for given in paths:
         path = given.resolve()
         if not path.exists():
             raise BadInput(f"--expose {given}: no such file or directory")
-        for name, secret in kept.items():
-            if path.is_relative_to(secret) or path in (db.with_name(db.name + "-wal"),
-                                                        db.with_name(db.name + "-shm")):
-                raise BadInput(f"--expose {given}: lies inside {name} ({secret}), which the "
-                               "solver must never read")
+        check_kept_out("--expose", given, protocol_root, ledger)
         for private in PRIVATE_DIRS:
             if private.resolve().is_relative_to(path):
                 raise BadInput(f"--expose {given}: holds {private}, which the sandbox keeps "
@@ -159,6 +157,88 @@ def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) 
         found = _sealed_material(path)
         if found is not None:
             raise BadInput(f"--expose {given}: {found}; expose a narrower path")
+
+
+def check_kept_out(flag: str, given: Path, protocol_root: Path, ledger: Ledger) -> None:
+    """A path the user hands to the solver (`--expose`, `--home-from`) must not lie inside what
+    the run keeps from it: the protocol directory or the ledger's files. One line, exit 2."""
+    db = ledger.path.resolve()
+    kept = {"the protocol directory": protocol_root.resolve(),
+            "the ledger": db,
+            "the ledger's artifacts": ledger.artifacts.resolve(),
+            "the ledger's reports": (ledger.path.parent / "reports").resolve()}
+    path = given.resolve()
+    for name, secret in kept.items():
+        if path.is_relative_to(secret) or path in (db.with_name(db.name + "-wal"),
+                                                    db.with_name(db.name + "-shm")):
+            raise BadInput(f"{flag} {given}: lies inside {name} ({secret}), which the "
+                           "solver must never read")
+
+
+def check_home_from(given: Path, protocol_root: Path, ledger: Ledger) -> HomeSeed:
+    """`--home-from DIR`: an existing directory outside the protocol dir and the ledger,
+    holding no sealed protocol or ledger, small enough to copy per attempt."""
+    seed = read_home_seed(given)  # exists, is a directory, within the caps
+    check_kept_out("--home-from", given, protocol_root, ledger)
+    found = _sealed_material(seed.path)
+    if found is not None:
+        raise BadInput(f"--home-from {given}: {found}; the solver must never read it")
+    return seed
+
+
+def env_names(options: RunOptions, protocol_env: list[str], protocol_file: str) -> list[str]:
+    """The variables the solver gets from the host (sorted, for the run header): every one
+    must be set here now — a run must not silently lack its API key. One line, exit 2."""
+    for name in protocol_env:
+        if name not in os.environ:
+            raise BadInput(f"{protocol_file}: field 'solver.env': {name} is not set in this "
+                           "environment; the protocol's solver needs it")
+    for name in options.env:
+        if name not in os.environ:
+            raise BadInput(f"--env {name}: not set in this environment; set it (or drop "
+                           "--env) so the run does not silently lack it")
+    return sorted({*options.env, *protocol_env})
+
+
+def resolve_program(argv: tuple[str, ...], path: str,
+                    hidden: dict[Path, str]) -> tuple[str, ...]:
+    """argv with a bare program name replaced by the absolute path it has on `path` (the PATH
+    the solver will get: the sealed environment's bin first), symlinks kept — a venv's python
+    must stay the venv's. The sandbox then binds exactly that program instead of searching its
+    PATH again, where a hidden or shadowed directory would silently start another one.
+
+    One line (exit 2) when the program is not found, or when it — or any hop of its symlink
+    chain, or the virtual environment it belongs to — lies under a path the sandbox hides
+    (`hidden`: path -> why it is hidden)."""
+    program = argv[0]
+    if "/" not in program:
+        search = os.pathsep.join(p for p in path.split(os.pathsep) if os.path.isabs(p))
+        found = shutil.which(program, path=search)
+        if found is None:
+            raise BadInput(f"--solver: '{program}' is not found on the solver's PATH "
+                           f"({search}); install it or give its full path")
+        program = found
+    for hop in _program_paths(Path(program)):
+        for secret, why in hidden.items():
+            if hop.is_relative_to(secret):
+                raise BadInput(f"--solver: '{argv[0]}' resolves to {hop}, which lies inside "
+                               f"{secret} ({why}), hidden from the solver by the sandbox; "
+                               "name a program outside it by its full path")
+    return (program, *argv[1:])
+
+
+def _program_paths(program: Path) -> list[Path]:
+    """The program, each hop of its symlink chain and the real file: what must be visible
+    in the sandbox for it to start as itself."""
+    paths = [program]
+    current = program
+    for _ in range(40):
+        if not current.is_symlink():
+            break
+        current = Path(os.path.normpath(current.parent / os.readlink(current)))
+        paths.append(current)
+    paths.append(program.resolve())
+    return list(dict.fromkeys(paths))
 
 
 # Sealed protocols and ledgers are recognised by these names and tables; a tree larger than
@@ -293,9 +373,14 @@ class Run:
         self.control = control
         self.command = solver_command
         spec = sealed.protocol.spec
-        argv = parse_solver(solver_command, sealed.protocol.root)
+        self.argv = parse_solver(solver_command, sealed.protocol.root)
         _check_scratch(scratch_root(), sealed.protocol.root, ledger)
         check_exposed(options.expose, sealed.protocol.root, ledger)
+        self.env_names = env_names(options, spec.solver.env, sealed.protocol.path.name)
+        self.home_seed = None if options.home_from is None else check_home_from(
+            options.home_from, sealed.protocol.root, ledger)
+        # a resume compares what the program resolves to now with what the run began with
+        self.begun_with: tuple[str, ...] | None = None
         self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
@@ -311,33 +396,67 @@ class Run:
         self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
-        self.solver = CommandSolver(argv, visible=solver_files(argv))
+        # bound once the sealed environment is known: its bin comes first on the solver's PATH
+        self.solver = CommandSolver(self.argv, visible=solver_files(self.argv),
+                                    env_names=tuple(self.env_names))
 
     def hidden(self) -> tuple[Path, ...]:
+        return tuple(self.hidden_reasons())
+
+    def hidden_reasons(self) -> dict[Path, str]:
+        """Every host path the sandbox hides from the solver, with why (for messages)."""
         db = self.ledger.path.resolve()
-        return (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
-                self.ledger.artifacts.resolve(), (self.ledger.path.parent / "reports").resolve(),
-                BUNDLED_EXAMPLE, *checkout_secrets(),
-                *(p.resolve() for p in self.options.hide))
+        reasons = {db: "the ledger", db.with_name(db.name + "-wal"): "the ledger",
+                   db.with_name(db.name + "-shm"): "the ledger",
+                   self.ledger.artifacts.resolve(): "the ledger's artifacts",
+                   (self.ledger.path.parent / "reports").resolve(): "the ledger's reports",
+                   BUNDLED_EXAMPLE: "sealbench's bundled example"}
+        reasons.update({p: "sealbench's source checkout" for p in checkout_secrets()})
+        reasons.update({p.resolve(): "--hide" for p in self.options.hide})
+        return reasons
+
+    def _bind_solver(self, harness: Harness) -> None:
+        """Resolve a bare program name against the PATH the solver will get, before the run is
+        recorded (a wrong command is the user's input error, exit 2, not a run of errors)."""
+        path = sandbox_view(harness.environment, {"PATH": os.environ.get("PATH", os.defpath)},
+                            ())[0]["PATH"]
+        hidden: dict[Path, str] = {}
+        if self.sandbox.kind == "bwrap":
+            hidden = {self.sealed.protocol.root: "the protocol directory",
+                      harness.scratch: "the run's scratch directory", **self.hidden_reasons()}
+        argv = resolve_program(self.argv, path, hidden)
+        if self.begun_with is not None and argv[0] != self.begun_with[0]:
+            raise Refused(f"run {self.run_id} began with solver program {self.begun_with[0]}; "
+                          f"'{self.argv[0]}' now resolves to {argv[0]}; resume where it "
+                          "resolves as it did")
+        self.argv = argv
+        self.solver = CommandSolver(argv, visible=solver_files(argv),
+                                    env_names=tuple(self.env_names))
 
     def start(self) -> RunResult:
         """A new run: record it, then go."""
         # hiding covers what exists when an attempt starts: make these exist before any does
         self.ledger.artifacts.mkdir(parents=True, exist_ok=True)
         (self.ledger.path.parent / "reports").mkdir(parents=True, exist_ok=True)
-        self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
-                               self.command, self.sandbox.kind, self._ledger_options())
-        return self._go()
+
+        def record() -> None:
+            self.ledger.create_run(self.run_id, self.sealed.protocol_id, self.sealed.identity,
+                                   self.command, self.sandbox.kind, self._ledger_options())
+
+        return self._go(record)
 
     def resume(self) -> RunResult:
         """Continue a run: finished attempts are kept, unfinished ones and infrastructure
         errors are done again, under the same attempt ids."""
-        self.secret = self.ledger.run(self.run_id).options.get("attempt_secret", self.secret)
+        stored = self.ledger.run(self.run_id).options
+        self.secret = stored.get("attempt_secret", self.secret)
+        if stored.get("solver_argv"):
+            self.begun_with = tuple(stored["solver_argv"])
         recovered = self.ledger.recover_inflight(self.run_id, "the run died while it ran")
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
-        return self._go()
+        return self._go(None)
 
     def label(self, task: Task, epoch: int) -> str:
         """What the solver is told this attempt is called (docs/running.md#blinded-ids)."""
@@ -345,9 +464,10 @@ class Run:
             return task.id
         return attempt_label(self.secret, task.id, epoch)
 
-    def _go(self) -> RunResult:
+    def _go(self, record: Callable[[], None] | None) -> RunResult:
+        """Build the harness, bind the solver, then (a new run) record the run and go: a run
+        whose command cannot start, or whose environment is refused, leaves no run behind."""
         spec = self.sealed.protocol.spec
-        self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
         rules = spec.null_pack.rules.class_of()
         current = latest_rows(self.ledger.attempts(self.run_id))
         # an infrastructure error is not done: a resume runs it again
@@ -363,14 +483,21 @@ class Run:
                and not judge_control(r.task_id, rules[r.task_id], r.record).ok
                for r in current):
             self.doomed.set()  # a resumed run whose gate already cannot pass
+        recorded = record is None  # a resumed run is in the ledger already
         try:
             with Harness(protocol, self.sealed.lock.sealed_files(), self.sandbox,
                          timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
                          exposed=tuple(p.resolve() for p in self.options.expose),
                          abort=self.control.abort, attempt_id=self.label,
                          environment=self.sealed.lock.environment,
-                         find_links=self.options.find_links) as harness:
+                         find_links=self.options.find_links,
+                         home_seed=self.home_seed) as harness:
                 self._environment_note(harness)
+                self._bind_solver(harness)
+                if record is not None:
+                    record()
+                    recorded = True
+                self.emit("run", {"run_id": self.run_id, "sandbox": self.sandbox.kind})
                 self._attempts(harness, jobs, rules)
                 if not self.doomed.is_set():
                     self._stopped_check()
@@ -378,6 +505,8 @@ class Run:
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
+            if not recorded:
+                raise
             self.ledger.recover_inflight(self.run_id, f"{type(exc).__name__}: {exc}")
             self.ledger.set_run_state(self.run_id, "interrupted", f"{type(exc).__name__}: {exc}")
             raise
@@ -416,6 +545,9 @@ class Run:
             "protocol_dir": str(self.sealed.protocol.root),
             "sandbox_reason": self.sandbox.reason,
             "expose": [str(p.resolve()) for p in self.options.expose],
+            "env_names": self.env_names,  # names only: values are never recorded
+            "home_from": self.home_seed.header() if self.home_seed is not None else None,
+            "solver_argv": list(self.argv),  # bare program names resolved (docs/running.md)
             "expected": {"null_pack": len(self.sealed.protocol.null_pack),
                          "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
@@ -506,6 +638,10 @@ class RunInterrupted(SealbenchError):
 def _check_options(options: RunOptions) -> None:
     if options.jobs < 1 or options.epochs < 1:
         raise BadInput("--jobs and --epochs must be >= 1")
+    for name in options.env:
+        why = env_name_problem(name)
+        if why is not None:
+            raise BadInput(f"--env {name}: {why}")
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
@@ -560,10 +696,13 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                         epochs=row.options["epochs"], report_path=options.report_path,
                         sandbox=options.sandbox, hide=options.hide,
                         expose=tuple(Path(p) for p in row.options.get("expose", [])),
-                        find_links=options.find_links)
+                        find_links=options.find_links,
+                        env=tuple(row.options.get("env_names") or ()),
+                        home_from=_stored_home(row.options))
     if options.expose and {p.resolve() for p in options.expose} != set(stored.expose):
         raise Refused(f"run {run_id} began with --expose {sorted(map(str, stored.expose))}; "
                       "it cannot continue with other exposed paths")
+    _check_same_solver_env(run_id, options, stored, sealed.protocol.spec.solver.env)
     for name in ("timeout_scale", "epochs"):
         given, kept = getattr(options, name), getattr(stored, name)
         if given != getattr(RunOptions(), name) and given != kept:
@@ -571,12 +710,35 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                           f"it cannot continue with {given}")
     active = Run(sealed, solver_command, ledger, stored, on_event, control or RunControl(),
                  run_id)
+    seed = row.options.get("home_from")
+    if seed and active.home_seed is not None and active.home_seed.digest != seed["sha256"]:
+        raise Refused(f"run {run_id} began with --home-from {seed['path']} holding other "
+                      "content (its digest differs); restore it to continue the run")
     if active.sandbox.kind != row.sandbox:
         raise Refused(f"run {run_id} began with sandbox {row.sandbox}; this machine now "
                       f"gives {active.sandbox.kind}")
     if not ledger.claim_run(run_id, row, os.getpid(), socket.gethostname()):
         raise Refused(f"run {run_id} was taken over by another process just now; not resuming")
     return active.resume()
+
+
+def _stored_home(options: dict[str, Any]) -> Path | None:
+    seed = options.get("home_from")
+    return Path(seed["path"]) if seed else None
+
+
+def _check_same_solver_env(run_id: str, given: RunOptions, stored: RunOptions,
+                           protocol_env: list[str]) -> None:
+    """A resume passes the same variables and seeds HOME from the same directory: given
+    again they must match the run's; omitted, the run's own are used."""
+    if given.env and {*given.env, *protocol_env} != set(stored.env):
+        raise Refused(f"run {run_id} began with the solver environment "
+                      f"{sorted(stored.env) or 'without variables'}; it cannot continue with "
+                      f"{sorted({*given.env, *protocol_env})}")
+    if given.home_from is not None and given.home_from.resolve() != stored.home_from:
+        began = f"--home-from {stored.home_from}" if stored.home_from else "no --home-from"
+        raise Refused(f"run {run_id} began with {began}; it cannot continue with "
+                      f"--home-from {given.home_from}")
 
 
 def resumable_refusal(ledger: Ledger, run_id: str) -> list[AttemptRow] | None:

@@ -102,6 +102,8 @@ class Mounts:
     hidden: tuple[Path, ...] = ()
     runtime: tuple[Path, ...] = ()  # the solver's own files (interpreter, venv, scripts)
     exposed: tuple[Path, ...] = ()  # `run --expose PATH`: read-only, named by the user
+    # the attempt's private HOME, writable; None: HOME is the private /tmp (verifier, probe)
+    home: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,10 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         args += ["--ro-bind", str(path), str(path)]
     for path in mounts.writable:
         args += ["--bind", str(path), str(path)]
-    args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", "/tmp"]
+    if mounts.home is not None:
+        args += ["--bind", str(mounts.home), str(mounts.home)]
+    home = str(mounts.home) if mounts.home is not None else "/tmp"
+    args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", home]
     return args
 
 

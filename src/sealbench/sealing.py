@@ -163,7 +163,12 @@ def manifest(protocol: Protocol) -> list[LockedFile]:
 
 
 def sealed_spec_dict(spec: ProtocolSpec) -> dict[str, Any]:
-    return spec.model_dump(mode="json", by_alias=True)
+    """The spec as sealed, defaults included — except `solver.env` when empty: a field added
+    later must not change the identity of every protocol sealed before it."""
+    data: dict[str, Any] = spec.model_dump(mode="json", by_alias=True)
+    if not data["solver"]["env"]:
+        del data["solver"]["env"]
+    return data
 
 
 def derive_identity(spec: ProtocolSpec, files: Iterable[LockedFile],

@@ -13,7 +13,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
@@ -42,6 +42,10 @@ from sealbench.workspace import (
 Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 DEFAULT_OUTPUT_CAP = 8 * 1024 * 1024
+# What the solver gets of the host's environment without being told (docs/running.md): the
+# command search path and the locale and time zone, which change how tools behave but carry
+# no credentials. Everything else passes only when named (`run --env`, protocol `solver.env`).
+BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 
 def _not_executable(program: str, path: str) -> str | None:
@@ -81,6 +85,19 @@ class AttemptContext:
     abort: threading.Event = field(default_factory=threading.Event)
     # the protocol's sealed environment, read-only and first on PATH (docs/protocol.md)
     environment: BuiltEnvironment | None = None
+    timeout_scale: float = 1.0  # --timeout-scale, for tasks with their own timeout_sec
+    # `run --home-from DIR`: copied into every attempt's private HOME (and its size in bytes,
+    # which HOME may hold on top of budget.max_workspace_bytes)
+    home_seed: Path | None = None
+    home_seed_bytes: int = 0
+
+
+def attempt_timeout(task: Task, ctx: AttemptContext) -> float:
+    """The solver's time limit on this task: its own `timeout_sec` where the row has one, else
+    the budget's; --timeout-scale applies to either (docs/protocol.md)."""
+    if task.timeout_sec is None:
+        return ctx.timeout
+    return task.timeout_sec * ctx.timeout_scale
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,7 @@ class Workspace:
     prompt_file: Path
     refuse_file: Path
     attempt_id: str  # what the solver is told (opaque unless the protocol shows task ids)
+    home: Path  # the attempt's private HOME: empty, or a copy of --home-from; never diffed
 
 
 class Solver(Protocol):
@@ -102,6 +120,25 @@ class Solver(Protocol):
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution: ...
 
 
+def solver_environment(host: Mapping[str, str], names: tuple[str, ...],
+                       ws: Workspace) -> dict[str, str]:
+    """The solver's whole environment, built from nothing: BASE_ENV and the `names` it was
+    given that are set in `host` (values are read here, per attempt, and recorded nowhere),
+    then sealbench's own variables and the private HOME, which nothing given can override.
+    Without PATH on the host the solver gets the system default."""
+    env = {k: host[k] for k in (*BASE_ENV, *names) if k in host}
+    env.setdefault("PATH", os.defpath)
+    env.update({
+        "HOME": str(ws.home),
+        "SEALBENCH_TASK_ID": ws.attempt_id,
+        "SEALBENCH_PROMPT_FILE": str(ws.prompt_file),
+        "SEALBENCH_REFUSE_FILE": str(ws.refuse_file),
+        "SEALBENCH_WORKSPACE": str(ws.root),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    return env
+
+
 @dataclass(frozen=True)
 class CommandSolver:
     """The agent under test: any command, the attempt id appended, run inside the sandbox."""
@@ -109,16 +146,10 @@ class CommandSolver:
     argv: tuple[str, ...]
     name: str = "command"
     visible: tuple[Path, ...] = ()  # the solver's own files, bound read-only into the sandbox
+    env_names: tuple[str, ...] = ()  # host variables passed through (`run --env`, solver.env)
 
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SEALBENCH_")}
-        env.update({
-            "SEALBENCH_TASK_ID": ws.attempt_id,
-            "SEALBENCH_PROMPT_FILE": str(ws.prompt_file),
-            "SEALBENCH_REFUSE_FILE": str(ws.refuse_file),
-            "SEALBENCH_WORKSPACE": str(ws.root),
-            "PYTHONDONTWRITEBYTECODE": "1",
-        })
+        env = solver_environment(os.environ, self.env_names, ws)
         env, runtime = sandbox_view(ctx.environment, env, self.visible)
         mounts = Mounts(
             workspace=ws.root,
@@ -127,11 +158,12 @@ class CommandSolver:
             writable=(ws.refuse_file.parent,),
             hidden=ctx.hidden,
             exposed=ctx.exposed,
+            home=ws.home,
         )
         missing = _not_executable(self.argv[0], env.get("PATH", os.defpath))
         if missing is not None:  # the solver's fault, decided before any sandbox starts
             return Execution(None, b"", f"solver could not start: {missing}".encode())
-        limits = Limits(timeout=ctx.timeout, output_cap=ctx.output_cap,
+        limits = Limits(timeout=attempt_timeout(task, ctx), output_cap=ctx.output_cap,
                         max_processes=ctx.max_processes, max_memory_mb=ctx.max_memory_mb)
         return run_confined([*self.argv, ws.attempt_id], sandbox=ctx.sandbox, mounts=mounts,
                             env=env, limits=limits, cages=ctx.cages, abort=ctx.abort)
@@ -220,6 +252,8 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
             raise AttemptInterrupted(task.id)
         try:
             change = _collect(ws, execution, task, ctx)
+            if change.oversize is None:
+                change = replace(change, oversize=_home_over_budget(ws.home, ctx))
         except OSError as exc:
             over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
             if over is not None:
@@ -273,6 +307,24 @@ def _over_budget(root: Path, ctx: AttemptContext) -> str | None:
     return None
 
 
+def _home_over_budget(home: Path, ctx: AttemptContext) -> str | None:
+    """Why what the solver left in its private HOME is past the budget, or None. HOME is not
+    part of the diff, but it is disk the attempt fills: it may hold its seed plus
+    budget.max_workspace_bytes, and no more entries than a workspace (docs/running.md)."""
+    try:
+        _, size = survey(home, MAX_ENTRIES)
+    except WorkspaceTooLarge as exc:
+        return f"HOME has {exc}"
+    except OSError:  # gone (only possible without a sandbox, where it is no mount point)
+        return None
+    allowed = None if ctx.max_workspace_bytes is None \
+        else ctx.max_workspace_bytes + ctx.home_seed_bytes
+    if allowed is not None and size > allowed:
+        return (f"HOME grew to {size} bytes, past budget.max_workspace_bytes "
+                f"({ctx.max_workspace_bytes}) beyond its seed ({ctx.home_seed_bytes})")
+    return None
+
+
 def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext,
              attempt_id: str) -> Workspace:
     root = attempt_dir / "workspace"
@@ -283,8 +335,13 @@ def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext,
     prompt = side / "prompt.txt"
     prompt.write_text(task.prompt, encoding="utf-8")
     prompt.chmod(0o444)
+    home = attempt_dir / "home"
+    if ctx.home_seed is None:
+        home.mkdir(mode=0o700)
+    else:  # symlinks stay symlinks: the copy never follows one out of the seed
+        shutil.copytree(ctx.home_seed, home, symlinks=True)
     return Workspace(root=root, prompt_file=prompt, refuse_file=out / "refuse.txt",
-                     attempt_id=attempt_id)
+                     attempt_id=attempt_id, home=home)
 
 
 def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:
@@ -374,7 +431,7 @@ def judge(
                              execution.returncode, tests)
 
     if execution.timed_out:
-        return result("timeout", f"killed after {ctx.timeout:g} s")
+        return result("timeout", f"killed after {attempt_timeout(task, ctx):g} s")
     if execution.flooded:
         return result("violation", f"output flood: more than {ctx.output_cap} bytes")
     if execution.memory_exceeded:
