@@ -80,7 +80,7 @@ def agent_protocol(base: Path) -> Path:
     shutil.rmtree(base / ".scratch-proto")  # the solved files, left beside the protocol
     spec = proto / "protocol.yaml"
     spec.write_text(spec.read_text().replace(
-        "  max_files_touched: 3\n", "  max_files_touched: 3\n  network: true\n"))
+        "  max_files_touched: 3\n", "  max_files_touched: 3\n  network: model-api\n"))
     return proto
 
 
@@ -102,12 +102,15 @@ def test_mini_swe_agent_edits_are_graded_and_published(
     seal(proto, ledger=ledger)
     with ScriptedModelServer(follow_the_prompt) as model:
         result = run(proto, mini_command(mini_venv, model.base_url), ledger=ledger,
-                     options=RunOptions(jobs=2, env=("OPENAI_API_KEY",)))
+                     options=RunOptions(jobs=2, env=("OPENAI_API_KEY",),
+                                        allow_hosts=(f"127.0.0.1:{model.port}",)))
 
     report = result.report
     header = ledger.run(result.run_id)
     assert header.state == "published"
     assert header.options["env_names"] == ["OPENAI_API_KEY"]
+    assert header.options["network"] == "model-api"
+    assert header.options["allow_hosts"] == [f"127.0.0.1:{model.port}"]
     assert "sk-scripted-test-key" not in json.dumps(header.options)
     assert report["null_pack"]["passed"] is True, report["null_pack"]
     assert report["n"] == 2 and report["mean"] == 1.0
@@ -127,6 +130,14 @@ def test_mini_swe_agent_edits_are_graded_and_published(
     assert ledger.get_artifact(controls["NP-POISON-01"]["diff"]) == b""
     assert controls["NP-SECRET-01"]["outcome"] == "refused"
     assert controls["NP-SECRET-01"]["detail"].strip() == REFUSAL
+
+    # The sandbox has no network of its own: every model call went through the egress proxy,
+    # logged per attempt, all to the allowed model server, nothing denied.
+    for row in ledger.attempts(result.run_id):
+        egress = row.record["egress"]
+        assert egress, (row.task_id, "no connection logged")
+        assert all(c["allowed"] and (c["host"], c["port"]) == ("127.0.0.1", model.port)
+                   for c in egress), (row.task_id, egress)
 
     # Every attempt asked the model twice (act, submit), and sent it the task's own prompt.
     prompts = [r.text() for r in model.requests if not any(

@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sealbench.errors import BadInput
-from sealbench.protocol import load, yaml_line_map
+from sealbench.protocol import Budget, load, yaml_line_map
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -207,3 +208,27 @@ def test_task_timeout_is_kept_per_task(toy: Path) -> None:
     _write_rows(dataset, rows)
     timeouts = {t.id: t.timeout_sec for t in load(toy).dataset}
     assert timeouts == {"toy-000": None, "toy-001": 1.5, "toy-002": None, "toy-003": None}
+@pytest.mark.parametrize(("written", "policy", "canonical"), [
+    ("false", "none", False), ("no", "none", False), ("none", "none", False),
+    ("true", "open", True), ("open", "open", True),
+    ("model-api", "model-api", "model-api"),
+])
+def test_network_policy_names_and_the_booleans_they_replace(
+        written: str, policy: str, canonical: bool | str) -> None:
+    """`false`/`true` stay accepted; `none` and `open` hash as the booleans they were, so a
+    protocol sealed before the names existed keeps its identity (tests/test_sealing.py's
+    golden lock checks the whole of it)."""
+    budget = Budget.model_validate(yaml.safe_load(f"timeout_sec: 5\nnetwork: {written}\n"))
+    assert budget.network == policy
+    assert budget.model_dump(mode="json")["network"] == canonical
+
+
+def test_network_policy_typo_is_located(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace("max_files_touched: 3", "max_files_touched: 3\n"
+                                    "  network: model_api")
+    path.write_text(text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "model_api" in s)
+    message = _seal_fails(cli, toy)
+    assert message == (f"sealbench: protocol.yaml:{line}: field 'budget.network': must be none, "
+                       "model-api or open (false and true mean none and open), not 'model_api'")

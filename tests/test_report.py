@@ -240,3 +240,36 @@ def test_published_headline_is_never_narrowed_by_strata(
         assert labelled.ci95 == plain.ci95
     w_low, w_high = wilson(sum(outcomes), n)
     assert plain.ci95[0] <= w_low + 1e-12 and plain.ci95[1] >= w_high - 1e-12
+
+
+@pytest.mark.parametrize(("network", "hosts", "text"), [
+    (None, [], "not recorded"),
+    ("none", [], "none"),
+    ("open", [], "open"),
+    ("model-api", [], "model-api, no host allowed"),
+    ("model-api", ["api.openai.com:443", "[::1]:8080"],
+     "model-api, allowed: api.openai.com:443, [::1]:8080"),
+])
+def test_network_line_of_the_renderings(network: str | None, hosts: list[str],
+                                        text: str) -> None:
+    from sealbench.report import network_text
+
+    assert network_text({"network": network, "allow_hosts": hosts}) == text
+
+
+def test_a_report_from_before_the_network_policy_still_verifies(tmp_path: Path) -> None:
+    """A run recorded before the run header had `network`: its recomputed report has neither
+    key, so the report written then verifies; the renderings say "not recorded"."""
+    from sealbench.report import build_report, network_text, verify_report
+
+    report = golden_run(tmp_path)
+    ledger = Ledger(Path(report["records"]["ledger"]))
+    options = ledger.run(report["run_id"]).options
+    del options["network"], options["allow_hosts"]
+    with ledger.transaction() as db:  # the run header as an older sealbench wrote it
+        db.execute("UPDATE runs SET options = ? WHERE run_id = ?",
+                   (json.dumps(options), report["run_id"]))
+    old = {k: v for k, v in report.items() if k not in ("network", "allow_hosts")}
+    assert verify_report(old, ledger) == []
+    assert "network" not in build_report(ledger, report["run_id"])
+    assert network_text(old) == "not recorded"

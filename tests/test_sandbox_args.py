@@ -218,3 +218,21 @@ def test_a_console_script_brings_the_python_its_venv_links_to(tmp_path: Path) ->
     mini.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\n")
     visible = solver_files(("bash", "wrapper.sh", str(mini)))
     assert venv in visible and base_python in visible
+
+
+def test_the_egress_socket_is_bound_last_at_its_place_inside(tmp_path: Path) -> None:
+    """Under budget.network model-api the proxy's socket is the one way out: bound read-only
+    (connect() needs no write access) after every hidden path, so no hiding can cover it,
+    and the network namespace stays unshared."""
+    sock = tmp_path / "side" / "egress.sock"
+    inside = Path("/run/sealbench/egress.sock")
+    mounts = Mounts(workspace=tmp_path / "ws", hidden=(tmp_path,), runtime=(tmp_path,),
+                    sockets=((sock, inside),))
+    args = bwrap_args(mounts, network=False, host=SPLIT)
+    assert "--unshare-net" in args
+    at = _index(args, "--ro-bind", str(sock), str(inside))
+    assert at > _index(args, "--tmpfs", str(tmp_path))
+    assert at > _index(args, "--tmpfs", "/run")
+    assert at > _index(args, "--bind", str(tmp_path / "ws"), str(tmp_path / "ws"))
+    assert "egress.sock" not in " ".join(bwrap_args(Mounts(workspace=tmp_path), network=False,
+                                                    host=SPLIT))

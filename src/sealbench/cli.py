@@ -25,6 +25,7 @@ from sealbench.compare import to_json as compare_json
 from sealbench.compare import to_markdown as compare_markdown
 from sealbench.compare import to_text as compare_text
 from sealbench.doctor import diagnose
+from sealbench.egress import egress_lines
 from sealbench.environment import cache_summary
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.example import EXAMPLE, EXAMPLES, solver_command
@@ -36,6 +37,7 @@ from sealbench.report import (
     NotPublishable,
     build_report,
     headline_text,
+    network_text,
     to_html,
     to_json,
     to_markdown,
@@ -200,6 +202,7 @@ def _print_result(result: RunResult) -> None:
         f"run        {report['run_id']}",
         f"solver     {report['solver']['command']}",
         f"sandbox    {report['sandbox']}",
+        f"network    {network_text(report)}",
         f"null pack  passed ({len(gate)} controls behaved)",
         f"n          {report['n']}",
         f"mean       {report['mean']:.4f}",
@@ -247,18 +250,22 @@ def _print_result(result: RunResult) -> None:
 @click.option("--home-from", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Copy DIR (agent configuration, at most 64 MiB) into every attempt's "
                    "private HOME; DIR itself is never written. Recorded with a digest.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]",
+              help="A host the egress proxy admits under budget.network: model-api "
+                   "(repeatable; port 443 unless given); recorded in the run and its report.")
 @find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
-        home_from: Path | None, find_links: Path | None, ledger_path: Path | None) -> None:
+        home_from: Path | None, allow_hosts: tuple[str, ...], find_links: Path | None,
+        ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
                          hide=hide, expose=expose, find_links=find_links, env=env,
-                         home_from=home_from)
+                         home_from=home_from, allow_hosts=allow_hosts)
     control = RunControl()
     with _errors(), _progress() as progress, _interrupts(control):
         ledger = _ledger(ledger_path)
@@ -361,6 +368,11 @@ def show(run_id: str, diff_task: str | None, ledger_path: Path | None) -> None:
             a.phase, a.task_id, str(a.epoch), a.record["outcome"],
             str(a.record.get("detail", ""))[:100])))
     tables.print(table)
+    for a in attempts:  # connections under budget.network model-api (egress_lines escapes)
+        lines = egress_lines(a.record)
+        if lines:
+            out.print(terminal_safe(f"{a.phase} {a.task_id} epoch {a.epoch} ",
+                                    single_line=True) + "\n".join(lines), markup=False)
     for item in ledger.interrupted(run_id):
         out.print(f"interrupted: {item['phase']} {item['task_id']} epoch {item['epoch']} "
                   f"({item['how']})", markup=False)

@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.egress import AllowedHost
 from sealbench.environment import (
     BuiltEnvironment,
     EnvironmentRecord,
@@ -144,6 +145,7 @@ class Harness:
         environment: EnvironmentRecord | None = None,
         find_links: Path | None = None,
         home_seed: HomeSeed | None = None,
+        allow_hosts: tuple[AllowedHost, ...] = (),
     ) -> None:
         self.protocol = protocol
         self._abort = abort or threading.Event()
@@ -205,6 +207,8 @@ class Harness:
             timeout_scale=timeout_scale,
             home_seed=home_seed.path if home_seed is not None else None,
             home_seed_bytes=home_seed.bytes if home_seed is not None else 0,
+            network=spec.budget.network,
+            allow_hosts=allow_hosts,
         )
 
     def __enter__(self) -> Harness:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sealbench.egress import EgressLog
 from sealbench.errors import InfrastructureError
 from sealbench.sandbox import (
     CagePool,
@@ -42,6 +43,7 @@ class Execution:
     duration: float = 0.0
     interrupted: bool = False
     memory_exceeded: bool = False
+    egress: EgressLog | None = None  # the attempt's connections under network model-api
 
 
 class AttemptInterrupted(Exception):

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from sealbench.errors import BadInput, Problem
 
@@ -31,6 +40,9 @@ ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTROL_CLASSES = ("must_pass", "must_fail", "must_refuse")
 KNOWN_FORBIDDEN_FIELDS = ("single_percentage_only",)
 ControlClass = Literal["must_pass", "must_fail", "must_refuse"]
+# what the solver may reach (docs/isolation.md#network-policy)
+NetworkPolicy = Literal["none", "model-api", "open"]
+NETWORK_POLICIES: tuple[NetworkPolicy, ...] = ("none", "model-api", "open")
 Kind = Literal["dataset", "null_pack"]
 
 
@@ -109,13 +121,35 @@ class EnvironmentSpec(_Strict):
 class Budget(_Strict):
     timeout_sec: float = Field(gt=0)
     max_files_touched: int | None = Field(default=None, ge=1)
-    network: bool = False
+    network: NetworkPolicy = "none"
     sandbox: Literal["auto", "required"] = "auto"
     max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_processes: int = Field(default=512, ge=8)
     max_workspace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     max_diff_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     max_memory_mb: int = Field(default=4096, ge=64)
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network_policy(cls, value: Any) -> Any:
+        """`false`/`true` (every spelling the field accepted when it was a bool) still mean
+        `none`/`open`: a protocol sealed before the policy had names loads unchanged."""
+        if isinstance(value, str) and value in NETWORK_POLICIES:
+            return value
+        try:
+            return "open" if _BOOL.validate_python(value) else "none"
+        except ValidationError:
+            raise ValueError(f"must be none, model-api or open (false and true mean none and "
+                             f"open), not {value!r}") from None
+
+    @field_serializer("network")
+    def _network_canonical(self, value: NetworkPolicy) -> bool | str:
+        """The canonical form the identity hashes: `none` and `open` stay the booleans they
+        were before the policy had names, so existing protocols keep their identity."""
+        return {"none": False, "open": True}.get(value, value)
+
+
+_BOOL: TypeAdapter[bool] = TypeAdapter(bool)
 
 
 class Rules(_Strict):

@@ -148,6 +148,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
                    "home_from": options.get("home_from")},
         "sandbox": run.sandbox,
         "exposed": list(options.get("expose", [])),
+        **_network_fields(options),
         "n": head.n,
         "mean": head.mean,
         "ci95": list(head.ci95),
@@ -171,6 +172,14 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "sealbench_version": __version__,
         "versions": versions(),
     }
+
+
+def _network_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The run's network policy and allowed hosts; absent for a run recorded before the run
+    header had them, so a report written then still verifies against its ledger."""
+    if "network" not in options:
+        return {}
+    return {"network": options["network"], "allow_hosts": list(options.get("allow_hosts", []))}
 
 
 def published_headline(scores: dict[str, dict[str, Any]], *, seed: int, ci_method: str,
@@ -339,6 +348,17 @@ def headline_text(report: dict[str, Any]) -> str:
             f"{conditional}; n = {report['n']})")
 
 
+def network_text(report: dict[str, Any]) -> str:
+    """The network policy in one phrase, with the hosts model-api admitted."""
+    policy = report.get("network")
+    if policy is None:
+        return "not recorded"
+    if policy != "model-api":
+        return str(policy)
+    hosts = report.get("allow_hosts") or []
+    return f"model-api, allowed: {', '.join(hosts)}" if hosts else "model-api, no host allowed"
+
+
 def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The facts every rendering shows beside the headline, in order."""
     interval = report["interval"]
@@ -348,6 +368,7 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("solver", report["solver"]["command"]),
         ("solver environment", _env_text(report["solver"])),
         ("sandbox", report["sandbox"]),
+        ("network", network_text(report)),
         ("n (scored tasks)", str(report["n"])),
         ("epochs", str(report["epochs"])),
         ("interval", f"{report['ci_method']}: {interval['reason']}"),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sealbench
+from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
 from sealbench.environment import sandbox_view
 from sealbench.errors import BadInput, Refused, SealbenchError
 from sealbench.gate import evaluate, judge_control
@@ -87,6 +88,8 @@ class RunOptions:
     # from the environment per attempt and recorded nowhere)
     env: tuple[str, ...] = ()
     home_from: Path | None = None  # copied into every attempt's private HOME (read-only source)
+    # `--allow-host HOST[:PORT]`: what budget.network model-api admits (docs/isolation.md)
+    allow_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,19 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "returncode": result.returncode,
         "duration": round(result.duration, 4),
         "tests": tests_record(result.tests, ledger),
+        **egress_record(result.egress),
     }
+
+
+def egress_record(log: EgressLog | None) -> dict[str, Any]:
+    """The attempt's connections under model-api, in the order they were opened (absent for
+    an attempt that ran without the proxy); how many more were only counted, if any."""
+    if log is None:
+        return {}
+    record: dict[str, Any] = {"egress": [c.as_record() for c in log.connections]}
+    if log.unlogged:
+        record["egress_unlogged"] = log.unlogged
+    return record
 
 
 def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | None:
@@ -381,9 +396,15 @@ class Run:
             options.home_from, sealed.protocol.root, ledger)
         # a resume compares what the program resolves to now with what the run began with
         self.begun_with: tuple[str, ...] | None = None
-        self.sandbox = detect(network=spec.budget.network, want=options.sandbox)
+        self.allow_hosts = allowed_hosts(options.allow_hosts)
+        self._check_network(sealed)
+        self.sandbox = detect(network=spec.budget.network == "open", want=options.sandbox)
         if self.sandbox.kind == "none" and options.sandbox == "bwrap":
             raise Refused(f"--sandbox bwrap was asked for but cannot be used: "
+                          f"{self.sandbox.reason}")
+        if self.sandbox.kind == "none" and spec.budget.network == "model-api":
+            raise Refused(f"{sealed.protocol.path.name}: budget.network is 'model-api', which "
+                          f"only bubblewrap can enforce, and no sandbox is available: "
                           f"{self.sandbox.reason}")
         if self.sandbox.kind == "none":
             if spec.budget.sandbox == "required":
@@ -399,6 +420,17 @@ class Run:
         # bound once the sealed environment is known: its bin comes first on the solver's PATH
         self.solver = CommandSolver(self.argv, visible=solver_files(self.argv),
                                     env_names=tuple(self.env_names))
+
+    def _check_network(self, sealed: Sealed) -> None:
+        """`--allow-host` means something only under model-api (one line, exit 2); model-api
+        with no host allowed runs, every connection denied, and says so."""
+        policy = sealed.protocol.spec.budget.network
+        if self.allow_hosts and policy != "model-api":
+            raise BadInput(f"--allow-host: {sealed.protocol.path.name} says budget.network is "
+                           f"'{policy}'; allowed hosts apply only under 'model-api'")
+        if policy == "model-api" and not self.allow_hosts:
+            self.emit("warning", {"message": "budget.network is 'model-api' but no "
+                                  "--allow-host was given: every connection will be denied"})
 
     def hidden(self) -> tuple[Path, ...]:
         return tuple(self.hidden_reasons())
@@ -491,7 +523,8 @@ class Run:
                          abort=self.control.abort, attempt_id=self.label,
                          environment=self.sealed.lock.environment,
                          find_links=self.options.find_links,
-                         home_seed=self.home_seed) as harness:
+                         home_seed=self.home_seed,
+                         allow_hosts=self.allow_hosts) as harness:
                 self._environment_note(harness)
                 self._bind_solver(harness)
                 if record is not None:
@@ -548,6 +581,8 @@ class Run:
             "env_names": self.env_names,  # names only: values are never recorded
             "home_from": self.home_seed.header() if self.home_seed is not None else None,
             "solver_argv": list(self.argv),  # bare program names resolved (docs/running.md)
+            "network": spec.budget.network,
+            "allow_hosts": [str(h) for h in self.allow_hosts],
             "expected": {"null_pack": len(self.sealed.protocol.null_pack),
                          "dataset": len(self.sealed.protocol.dataset) * self.options.epochs},
             "pid": os.getpid(), "host": socket.gethostname(),
@@ -635,6 +670,20 @@ class RunInterrupted(SealbenchError):
     exit_status = EXIT_INTERRUPTED
 
 
+def allowed_hosts(given: tuple[str, ...]) -> tuple[AllowedHost, ...]:
+    """`--allow-host` values parsed, in the order given, each once; BadInput naming the first
+    that is not HOST[:PORT] (exit 2)."""
+    hosts: list[AllowedHost] = []
+    for text in given:
+        try:
+            host = parse_allowed_host(text)
+        except ValueError as exc:
+            raise BadInput(f"--allow-host {text!r}: {exc}") from None
+        if host not in hosts:
+            hosts.append(host)
+    return tuple(hosts)
+
+
 def _check_options(options: RunOptions) -> None:
     if options.jobs < 1 or options.epochs < 1:
         raise BadInput("--jobs and --epochs must be >= 1")
@@ -642,6 +691,7 @@ def _check_options(options: RunOptions) -> None:
         why = env_name_problem(name)
         if why is not None:
             raise BadInput(f"--env {name}: {why}")
+    allowed_hosts(options.allow_hosts)
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
@@ -698,7 +748,12 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                         expose=tuple(Path(p) for p in row.options.get("expose", [])),
                         find_links=options.find_links,
                         env=tuple(row.options.get("env_names") or ()),
-                        home_from=_stored_home(row.options))
+                        home_from=_stored_home(row.options),
+                        allow_hosts=tuple(row.options.get("allow_hosts", [])))
+    if options.allow_hosts and set(allowed_hosts(options.allow_hosts)) \
+            != set(allowed_hosts(stored.allow_hosts)):
+        raise Refused(f"run {run_id} began with --allow-host {list(stored.allow_hosts)}; it "
+                      "cannot continue with other allowed hosts")
     if options.expose and {p.resolve() for p in options.expose} != set(stored.expose):
         raise Refused(f"run {run_id} began with --expose {sorted(map(str, stored.expose))}; "
                       "it cannot continue with other exposed paths")

@@ -104,6 +104,8 @@ class Mounts:
     exposed: tuple[Path, ...] = ()  # `run --expose PATH`: read-only, named by the user
     # the attempt's private HOME, writable; None: HOME is the private /tmp (verifier, probe)
     home: Path | None = None
+    # (host path, path inside): the egress proxy's socket under budget.network model-api
+    sockets: tuple[tuple[Path, Path], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,8 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
         args += ["--bind", str(path), str(path)]
     if mounts.home is not None:
         args += ["--bind", str(mounts.home), str(mounts.home)]
+    for source, inside in mounts.sockets:  # connect() needs no write access to the mount
+        args += ["--ro-bind", str(source), str(inside)]
     home = str(mounts.home) if mounts.home is not None else "/tmp"
     args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", home]
     return args

@@ -8,9 +8,11 @@ makes the instrument check at seal time mean something about real runs.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -18,13 +20,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
+from sealbench.egress import (
+    BRIDGE_SCRIPT,
+    SANDBOX_SOCKET,
+    SOCKET_NAME,
+    AllowedHost,
+    EgressLog,
+    EgressProxy,
+    bridge_argv,
+    proxy_env,
+)
 from sealbench.environment import BuiltEnvironment, sandbox_view
-from sealbench.errors import InfrastructureError
+from sealbench.errors import InfrastructureError, Refused
 from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
-from sealbench.protocol import Task
-from sealbench.sandbox import CagePool, Mounts, Sandbox
+from sealbench.protocol import NetworkPolicy, Task
+from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
 from sealbench.verifier import VerifierRun, protected_hits
 from sealbench.workspace import (
     MAX_ENTRIES,
@@ -90,6 +102,9 @@ class AttemptContext:
     # which HOME may hold on top of budget.max_workspace_bytes)
     home_seed: Path | None = None
     home_seed_bytes: int = 0
+    # budget.network, and the hosts `model-api` admits (docs/isolation.md#network-policy)
+    network: NetworkPolicy = "none"
+    allow_hosts: tuple[AllowedHost, ...] = ()
 
 
 def attempt_timeout(task: Task, ctx: AttemptContext) -> float:
@@ -165,8 +180,35 @@ class CommandSolver:
             return Execution(None, b"", f"solver could not start: {missing}".encode())
         limits = Limits(timeout=attempt_timeout(task, ctx), output_cap=ctx.output_cap,
                         max_processes=ctx.max_processes, max_memory_mb=ctx.max_memory_mb)
-        return run_confined([*self.argv, ws.attempt_id], sandbox=ctx.sandbox, mounts=mounts,
-                            env=env, limits=limits, cages=ctx.cages, abort=ctx.abort)
+        argv = [*self.argv, ws.attempt_id]
+        if ctx.network == "model-api":
+            return _through_egress_proxy(argv, env, mounts, limits, ws, ctx)
+        return run_confined(argv, sandbox=ctx.sandbox, mounts=mounts, env=env, limits=limits,
+                            cages=ctx.cages, abort=ctx.abort)
+
+
+def _through_egress_proxy(argv: list[str], env: dict[str, str], mounts: Mounts,
+                          limits: Limits, ws: Workspace, ctx: AttemptContext) -> Execution:
+    """Run the solver under `budget.network: model-api`: a proxy of its own for this
+    attempt, its socket bound into the sandbox, the bridge in front of the solver, the proxy
+    variables set; the attempt's connections come back with its execution."""
+    if ctx.sandbox.kind != "bwrap":  # runner refuses earlier; an API caller gets this
+        raise Refused("budget.network is 'model-api', which only bubblewrap can enforce; "
+                      "without it the solver would have the host's whole network")
+    with EgressProxy(ws.prompt_file.parent / SOCKET_NAME, ctx.allow_hosts) as proxy:
+        bridged = replace(mounts, runtime=(*mounts.runtime, *bridge_files()),
+                          sockets=((proxy.path, SANDBOX_SOCKET),))
+        execution = run_confined(bridge_argv(argv), sandbox=ctx.sandbox, mounts=bridged,
+                                 env={**env, **proxy_env()}, limits=limits, cages=ctx.cages,
+                                 abort=ctx.abort)
+    return replace(execution, egress=proxy.log)
+
+
+@functools.cache
+def bridge_files() -> tuple[Path, ...]:
+    """What the bridge needs inside the sandbox: the harness's interpreter (its venv or
+    installation) and the bridge script; looked up once per process."""
+    return command_files((sys.executable, str(BRIDGE_SCRIPT)))
 
 
 @dataclass(frozen=True)
@@ -214,6 +256,7 @@ class AttemptResult:
     duration: float
     returncode: int | None
     tests: VerifierRun | None = None  # the hidden tests' run, when the protocol has a verifier
+    egress: EgressLog | None = None  # its connections, under budget.network model-api
 
 
 class SolverFault(Exception):
@@ -428,7 +471,7 @@ def judge(
     def result(outcome: Outcome, detail: str) -> AttemptResult:
         return AttemptResult(task.id, outcome, detail, change.diff, execution.stdout,
                              execution.stderr, metric, touched, forbidden, execution.duration,
-                             execution.returncode, tests)
+                             execution.returncode, tests, execution.egress)
 
     if execution.timed_out:
         return result("timeout", f"killed after {attempt_timeout(task, ctx):g} s")
