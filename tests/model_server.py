@@ -5,9 +5,9 @@ answer the same way twice. This server answers `POST /v1/chat/completions` the w
 that follows the prompt's instruction exactly would: the *script* (a function of the request's
 messages) picks each reply, so the same conversation always gets the same answer and several
 agents may talk to it at once. Every request is recorded (`requests`), so a test can check
-that the agent really sent its prompt — and, under sealbench's `model-api` network, that it
-came through the egress proxy (a proxied plain-HTTP request carries an absolute URL in its
-request line, recorded as `target`).
+that the agent really sent its prompt. (That the requests came through sealbench's egress
+proxy is read from the attempts' egress log in the ledger: the proxy forwards plain HTTP in
+origin form, so the server cannot tell.)
 
 Streaming (`"stream": true`) is answered as Server-Sent Events carrying the whole reply in one
 chunk, so an agent that streams works too. Standard library only: the tests import it, and it
@@ -36,8 +36,8 @@ class Recorded:
     """One request as the server received it."""
 
     target: str
-    """The request line's target: `/v1/chat/completions` when sent directly, the absolute
-    URL `http://127.0.0.1:PORT/v1/chat/completions` when sent through an HTTP proxy."""
+    """The request line's target: `/v1/chat/completions` in origin form; the absolute URL
+    when a client sends its request to this server as if it were an HTTP proxy."""
     headers: dict[str, str]
     body: dict[str, Any]
 
