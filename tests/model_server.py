@@ -9,9 +9,9 @@ that the agent really sent its prompt. (That the requests came through sealbench
 proxy is read from the attempts' egress log in the ledger: the proxy forwards plain HTTP in
 origin form, so the server cannot tell.)
 
-Streaming (`"stream": true`) is answered as Server-Sent Events carrying the whole reply in one
-chunk, so an agent that streams works too. Standard library only: the tests import it, and it
-runs in a thread of the test process.
+Only non-streaming completions are served (mini-swe-agent does not stream); a request asking
+for a stream is answered 400, so an agent that streams fails loudly rather than oddly.
+Standard library only: the tests import it, and it runs in a thread of the test process.
 """
 
 from __future__ import annotations
@@ -126,36 +126,12 @@ class ScriptedModelServer:
         }
 
 
-def _stream_events(completion: dict[str, Any]) -> bytes:
-    """The completion as SSE chunks: the whole message in one delta, then the finish."""
-    choice = completion["choices"][0]
-    delta = dict(choice["message"])
-    if "tool_calls" in delta:
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(delta["tool_calls"])]
-    base = {k: completion[k] for k in ("id", "created", "model")}
-    chunks = [
-        {**base, "object": "chat.completion.chunk",
-         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "object": "chat.completion.chunk",
-         "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-         "usage": completion["usage"]},
-    ]
-    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
-
-
 def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: the test reads `requests`, not a log on stderr."""
-
-        def do_GET(self) -> None:
-            if self.path.endswith("/models"):
-                self._send_json(200, {"object": "list", "data": [
-                    {"id": server.model, "object": "model", "owned_by": "sealbench-tests"}]})
-            else:
-                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -168,18 +144,16 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.endswith("/chat/completions"):
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            completion = server.completion(body)
             if body.get("stream"):
-                self._send(200, "text/event-stream", _stream_events(completion))
-            else:
-                self._send_json(200, completion)
+                self._send_json(400, {"error": {"message": "this scripted server does not "
+                                                           "stream; ask without stream"}})
+                return
+            self._send_json(200, server.completion(body))
 
         def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-            self._send(status, "application/json", json.dumps(payload).encode())
-
-        def _send(self, status: int, content_type: str, data: bytes) -> None:
+            data = json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
