@@ -122,6 +122,9 @@ def mini_command(venv: Path, api_base: str) -> str:
 @pytest.mark.sandbox
 def test_mini_swe_agent_edits_are_graded_and_published(
         mini_venv: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Acceptance 2 of issue 11: the agent's own edits pass the dataset tasks, the controls
+    behave, the run publishes; only the model API was reachable, and only the key's name is
+    recorded."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-test-key")  # litellm insists on one
     with ScriptedModelServer(follow_the_prompt) as model:
         ledger, result = run_mini(base, mini_venv, model)
