@@ -804,7 +804,8 @@ def test_attempts_cannot_see_each_others_workspaces(base: Path) -> None:
         strays = [p for p in facts["paths"] if any(a in p for a in other_attempts)]
         assert strays == [], (task, strays)
         assert facts["scratch"] == [Path(own).parent.name], (task, facts["scratch"])
-        assert set(facts["attempt_dir"]) <= {"workspace", "side"}, facts["attempt_dir"]
+        # its own attempt directory: the workspace, the side files, its private HOME
+        assert set(facts["attempt_dir"]) <= {"workspace", "side", "home"}, facts["attempt_dir"]
         # besides its own scratch, /tmp shows only the solver's own runtime put back (a
         # checkout with its .venv under /tmp, as when CI clones there)
         runtime_tops = {p.relative_to(tmp).parts[0] for p in solver_files(tuple(command.split()))
