@@ -5,6 +5,7 @@ and split /usr layouts are both checked whatever this machine has."""
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,46 @@ def test_only_a_python_prefix_brings_its_whole_directory(tmp_path: Path) -> None
     python = venv / "bin" / "python"
     python.write_text("")
     assert venv in solver_files((str(python), "-m", "agent"))
+
+
+@pytest.mark.parametrize(("first_line", "expected"), [
+    (b"#!/opt/venv/bin/python\n", "/opt/venv/bin/python"),
+    (b"#! /opt/venv/bin/python -u\n", "/opt/venv/bin/python"),
+    (b"#!/usr/bin/env sh\n", shutil.which("sh")),
+    (b"#!/usr/bin/env -S sh -e\n", shutil.which("sh")),
+    (b"#!/usr/bin/env\n", None),
+    (b"#!\n", None),
+    (b"print('no shebang')\n", None),
+    (b"\x7fELF\x02\x01", None),
+])
+def test_script_interpreter_reads_the_shebang(tmp_path: Path, first_line: bytes,
+                                              expected: str | None) -> None:
+    from sealbench.sandbox import script_interpreter
+
+    script = tmp_path / "script"
+    script.write_bytes(first_line + b"echo body\n")
+    assert script_interpreter(script) == expected
+
+
+def test_a_console_script_brings_the_python_its_venv_links_to(tmp_path: Path) -> None:
+    """Found running mini-swe-agent: `venv/bin/mini` starts with `#!venv/bin/python`, a
+    symlink to a Python installed outside the system directories (pyenv's, under ~). Naming
+    the script alone bound the venv but not that installation, so the script died in the
+    sandbox with "required file not found". Its interpreter is followed like a named one."""
+    from sealbench.sandbox import command_files as solver_files
+
+    base_python = tmp_path / "pyenv" / "versions" / "3.11.7"
+    (base_python / "bin").mkdir(parents=True)
+    (base_python / "lib" / "python3.11").mkdir(parents=True)
+    (base_python / "bin" / "python3.11").write_text("")
+    venv = tmp_path / "agent-venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base_python / 'bin'}\n")
+    (venv / "bin" / "python").symlink_to(base_python / "bin" / "python3.11")
+    mini = venv / "bin" / "mini"
+    mini.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\n")
+    visible = solver_files(("bash", "wrapper.sh", str(mini)))
+    assert venv in visible and base_python in visible
 
 
 def test_the_egress_socket_is_bound_last_at_its_place_inside(tmp_path: Path) -> None:

@@ -590,15 +590,23 @@ class CagePool:
 def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
     """What the solver needs to run beyond the system directories (the sandbox's file system
     is an allow-list): the files its command names, the program found on PATH when it names
-    one bare, with their directories, a virtual environment they live in, and this package
-    (the reference solvers import it). Hidden paths inside them are hidden again after these
-    are bound (see sandbox.bwrap_args). A directory that is or holds one of the sandbox's
-    private directories (`/`, `/var`, `/tmp`...) is never bound: that would bring the host's
-    back; the file itself is.
+    one bare, with their directories, a virtual environment they live in, the interpreter a
+    script's `#!` line names (a venv's console script such as `venv/bin/agent` runs
+    `venv/bin/python`, which may link to a Python installed outside the system directories,
+    e.g. under pyenv), and this package (the reference solvers import it). Hidden paths inside
+    them are hidden again after these are bound (see sandbox.bwrap_args). A directory that is
+    or holds one of the sandbox's private directories (`/`, `/var`, `/tmp`...) is never bound:
+    that would bring the host's back; the file itself is.
     """
     wanted: list[Path] = [Path(__file__).parent.parent]
     program = shutil.which(argv[0]) if argv and "/" not in argv[0] else None
-    for arg in (*argv, *([program] if program else [])):
+    queue = [*argv, *([program] if program else [])]
+    seen: set[str] = set()
+    while queue:
+        arg = queue.pop(0)
+        if arg in seen:
+            continue
+        seen.add(arg)
         path = Path(arg)
         for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
             if not path.is_absolute() or not (path.exists() or path.is_symlink()):
@@ -607,6 +615,7 @@ def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
             if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
                 wanted.append(path.parent.parent)  # an interpreter needs its whole venv
             if not path.is_symlink():
+                queue += [i for i in [script_interpreter(path)] if i and not _in_system(i)]
                 break
             path = Path(os.path.normpath(path.parent / os.readlink(path)))
     private = [d.resolve() for d in PRIVATE_DIRS]
@@ -617,6 +626,32 @@ def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
             continue  # a symlink cannot be a mount point; its directory is bound instead
         visible.append(path)
     return tuple(visible)
+
+
+def script_interpreter(path: Path) -> str | None:
+    """The program a script's `#!` line runs, by absolute path: `#!/opt/venv/bin/python`
+    names it; `#!/usr/bin/env python3` names `python3`, found on this host's PATH (the
+    solver's PATH is the host's). None for anything that is not a readable `#!` script."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        return shutil.which(names[0]) if names else None
+    return words[0]
+
+
+def _in_system(program: str) -> bool:
+    """A program under the system directories, which every sandbox binds anyway."""
+    path = Path(program)
+    return any(path.is_relative_to(d) for d in SYSTEM_DIRS)
 
 
 def _is_python_prefix(directory: Path) -> bool:
