@@ -87,3 +87,38 @@ def test_a_symlink_is_recorded_never_followed(tmp_path: Path) -> None:
     assert seed.entries == 5 and seed.bytes == len("model = 'x'\n")
     assert seed.header() == {"path": str(root.resolve()), "sha256": seed.digest,
                              "entries": 5, "bytes": seed.bytes}
+
+
+def test_a_seed_nested_past_the_depth_cap_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Attack (careless operator): a seed thousands of directories deep used to exhaust the
+    recursion limit of os.walk (and of the per-attempt copy) with a RecursionError."""
+    root = tmp_path / "seed"
+    root.mkdir()
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # relative steps: the absolute path would pass PATH_MAX long before the depth
+        for _ in range(1200):
+            os.mkdir("d", dir_fd=folder)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+    finally:
+        os.close(folder)
+    with pytest.raises(BadInput, match=rf"^--home-from {root}: nests directories more than "
+                       rf"{homeseed.MAX_SEED_DEPTH} deep"):
+        read_home_seed(root)
+
+
+def test_a_directory_that_cannot_be_listed_is_refused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.walk skips what it cannot list: the digest would silently leave it out."""
+    root = _seed(tmp_path / "seed")
+    real = os.scandir
+
+    def scandir(path: str) -> object:
+        if str(path).endswith("agent"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(BadInput, match=r"agent cannot be listed \(Permission denied\)"):
+        read_home_seed(root)

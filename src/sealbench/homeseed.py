@@ -9,6 +9,7 @@ so a resume can tell when the seed changed under it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -20,6 +21,9 @@ from sealbench.ledger import canonical
 
 MAX_SEED_BYTES = 64 * 1024 * 1024  # copied once per attempt: configuration, not a toolchain
 MAX_SEED_ENTRIES = 10_000
+# directories nested deeper than this are refused: configuration is shallow, and walking or
+# copying a tree thousands of levels deep exhausts Python's recursion limit (a traceback)
+MAX_SEED_DEPTH = 64
 DIGEST_FORMAT = "sealbench-home-seed/v1"
 
 
@@ -42,14 +46,18 @@ def read_home_seed(given: Path) -> HomeSeed:
     """Check DIR and digest its content; one line (BadInput, exit 2) naming DIR and the entry
     at fault when it is missing, not a directory, too large, or holds something other than
     regular files, directories and symlinks (a FIFO would hang the copy, a device is no
-    configuration). Symlinks are recorded by their target, never followed."""
+    configuration), nests directories more than MAX_SEED_DEPTH deep, or has a directory that
+    cannot be listed. Symlinks are recorded by their target, never followed."""
     root = given.resolve()
     if not root.is_dir():
         raise BadInput(f"--home-from {given}: not an existing directory")
     rows: list[list[str | int]] = []
     total = 0
-    for directory, dirs, files in os.walk(root):
+    for directory, dirs, files in os.walk(root, onerror=functools.partial(_unlisted, given)):
         dirs.sort()
+        if dirs and len(Path(directory).relative_to(root).parts) >= MAX_SEED_DEPTH:
+            raise BadInput(f"--home-from {given}: nests directories more than "
+                           f"{MAX_SEED_DEPTH} deep; seed HOME with configuration only")
         for name in sorted([*dirs, *files]):
             path = Path(directory) / name
             rows.append(_entry(given, root, path))
@@ -63,6 +71,12 @@ def read_home_seed(given: Path) -> HomeSeed:
         dirs[:] = [d for d in dirs if not (Path(directory) / d).is_symlink()]
     digest = hashlib.sha256(canonical({"format": DIGEST_FORMAT, "entries": rows})).hexdigest()
     return HomeSeed(root, digest, len(rows), total)
+
+
+def _unlisted(given: Path, exc: OSError) -> None:
+    """os.walk skips a directory it cannot list; the seed would then differ from its copy."""
+    raise BadInput(f"--home-from {given}: {exc.filename} cannot be listed "
+                   f"({exc.strerror or exc})")
 
 
 def _entry(given: Path, root: Path, path: Path) -> list[str | int]:
