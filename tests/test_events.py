@@ -161,3 +161,16 @@ except OSError as exc:
     assert "PEEK ''" in shown or "PEEK refused" in shown, shown
     assert "run_started" not in shown
     assert "attempt_started" in events.read_text()
+
+
+def test_a_stream_that_cannot_be_written_stops_the_stream_not_the_run(
+        cli: Any, toy: Path, tmp_path: Path) -> None:
+    """Attack (careless operator): `--events /dev/full` (or a disk that fills mid-run) used to
+    end the run with a traceback at its first event, leaving it `interrupted`."""
+    command = write_solver(tmp_path / "agent", SOLVER)
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", command, "--task", "toy-002", "--events", "/dev/full")
+    assert result.exit_code == 0, result.stderr
+    assert "--events /dev/full: a write failed (No space left on device)" in result.stderr
+    assert result.stderr.count("a write failed") == 1
+    assert "2 attempts" not in result.stdout and "1 attempts" in result.stdout

@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -263,8 +263,17 @@ def _event_file(path: Path | None) -> Iterator[Callable[[str, dict[str, Any]], N
         handle = path.open("w", encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"--events {path}: cannot be written ({exc.strerror or exc})") from None
-    with handle:
-        yield EventWriter(handle)
+
+    def failed(exc: OSError) -> None:
+        err.print(terminal_safe(f"sealbench: warning: --events {path}: a write failed "
+                                f"({exc.strerror or exc}); the run goes on without its event "
+                                "stream"), markup=False)
+
+    try:
+        yield EventWriter(handle, failed)
+    finally:
+        with suppress(OSError):  # what a failed write left buffered fails again
+            handle.close()
 
 
 def _print_result(result: RunResult) -> None:

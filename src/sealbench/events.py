@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO, get_args
@@ -174,10 +175,17 @@ class EventWriter:
     """Appends the stream to a file as JSON Lines, flushed per event (a dashboard tails it).
 
     Events that come before the run has its id (a warning while the sandbox is chosen) wait
-    and are written, with that id, right after `run_started`."""
+    and are written, with that id, right after `run_started`.
 
-    def __init__(self, stream: TextIO) -> None:
+    The stream watches the run, it is not part of it: a write that fails (a full disk,
+    `/dev/full`) stops the stream — `on_failure` is told once — and never the run, which
+    would otherwise die with a traceback halfway through."""
+
+    def __init__(self, stream: TextIO,
+                 on_failure: Callable[[OSError], None] = lambda _exc: None) -> None:
         self.stream = stream
+        self.on_failure = on_failure
+        self.failed = False
         self.run_id: str | None = None
         self.waiting: list[tuple[str, dict[str, Any], str]] = []
 
@@ -196,10 +204,14 @@ class EventWriter:
     def _write(self, kind: str, data: dict[str, Any], time: str) -> None:
         assert self.run_id is not None
         event = to_event(kind, data, self.run_id, time)
-        if event is None:
+        if event is None or self.failed:
             return
-        self.stream.write(event.model_dump_json() + "\n")
-        self.stream.flush()
+        try:
+            self.stream.write(event.model_dump_json() + "\n")
+            self.stream.flush()
+        except OSError as exc:
+            self.failed = True
+            self.on_failure(exc)
 
 
 def schema() -> dict[str, Any]:
