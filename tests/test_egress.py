@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,6 +46,8 @@ from sealbench.errors import BadInput, Refused
 from sealbench.ledger import Ledger
 from sealbench.runner import RunControl, RunInterrupted, RunOptions, resume, run
 from sealbench.sealing import seal
+
+RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 
 # --------------------------------------------------------------------------- allow list
 
@@ -204,12 +207,23 @@ def test_proxy_variables_point_at_the_bridge_and_bypass_nothing() -> None:
                   "bytes_down": 0, "duration": 0, "reason": "400: malformed\x1b[2J"}],
       "egress_unlogged": 5},
      ["egress: 8 connection(s), 1 allowed, 2 denied, 5 more not logged",
-      "  allowed 127.0.0.1:8080  up 120 B  down 3400 B  0.25 s",
-      "  denied  [::1]:9  up 0 B  down 0 B  0.00 s  (403: not allowed)",
-      "  denied  ?  up 0 B  down 0 B  0.00 s  (400: malformed\\x1b[2J)"]),
+      "  allowed 127.0.0.1:8080  up 120 B  down 3400 B  250 ms",
+      "  denied  [::1]:9  up 0 B  down 0 B  1 ms  (403: not allowed)",
+      "  denied  ?  up 0 B  down 0 B  0 ms  (400: malformed\\x1b[2J)"]),
 ])
 def test_egress_lines(record: dict[str, Any], lines: list[str]) -> None:
     assert egress_lines(record) == lines
+
+
+@pytest.mark.parametrize("duration", [0, 0.001, 0.25, 0.9999, 1.5, 250.0])
+def test_egress_durations_never_read_as_a_fraction(duration: float) -> None:
+    """Attack (no rate before the gate): durations were printed as `0.25 s`, a fraction the
+    no-rate check flags in `show` of a run that has not passed its gate."""
+    record = {"egress": [{"host": "api.example.com", "port": 443, "allowed": True,
+                          "bytes_up": 1, "bytes_down": 2, "duration": duration,
+                          "reason": None}]}
+    for line in egress_lines(record):
+        assert not RATE.search(line), line
 
 
 # --------------------------------------------------------------------------- the proxy

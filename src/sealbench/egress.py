@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sealbench.logs import duration_text
 from sealbench.sandbox import command_files
 from sealbench.textsafe import terminal_safe
 
@@ -602,7 +603,9 @@ def bridge_argv(argv: list[str], port: int = BRIDGE_PORT) -> list[str]:
 
 def egress_lines(record: dict[str, Any]) -> list[str]:
     """What `show` prints of an attempt's connections (none for an attempt that ran without
-    the proxy). Host names and reasons come from the solver: escaped, one line each."""
+    the proxy). Host names and reasons come from the solver: escaped, one line each;
+    durations as `show` gives every duration (`250 ms`, never a bare `0.25`, which reads as a
+    fraction before the gate)."""
     connections = record.get("egress")
     if connections is None:
         return []
@@ -617,7 +620,7 @@ def egress_lines(record: dict[str, Any]) -> list[str]:
         where = "?" if c.get("host") is None else f"{_bracketed(str(c['host']))}:{c.get('port')}"
         verdict = "allowed" if c.get("allowed") else "denied "
         line = (f"  {verdict} {where}  up {c.get('bytes_up', 0)} B  down "
-                f"{c.get('bytes_down', 0)} B  {float(c.get('duration', 0)):.2f} s")
+                f"{c.get('bytes_down', 0)} B  {duration_text(c.get('duration', 0))}")
         if c.get("reason"):
             line += f"  ({c['reason']})"
         lines.append(terminal_safe(line, single_line=True))
