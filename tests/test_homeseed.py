@@ -11,6 +11,7 @@ import pytest
 from sealbench import homeseed
 from sealbench.errors import BadInput
 from sealbench.homeseed import read_home_seed
+from sealbench.workspace import remove_tree
 
 
 def _seed(root: Path) -> Path:
@@ -107,18 +108,8 @@ def test_a_seed_nested_past_the_depth_cap_is_one_line_not_a_traceback(tmp_path: 
         with pytest.raises(BadInput, match=rf"^--home-from {root}: nests directories more "
                            rf"than {homeseed.MAX_SEED_DEPTH} deep"):
             read_home_seed(root)
-    finally:  # rmtree (pytest's, of old base temps) recurses per level: unwind it by hand
-        _remove_deep(root)
-
-
-def _remove_deep(root: Path) -> None:
-    """Pull each level up to the top and remove the one above it: never deeper than two."""
-    while (root / "d").exists():
-        if (root / "d" / "d").exists():
-            (root / "d" / "d").rename(root / "next")
-        os.rmdir(root / "d")
-        if (root / "next").exists():
-            (root / "next").rename(root / "d")
+    finally:  # rmtree (pytest's, of old base temps) recurses per level: this one does not
+        assert remove_tree(root)
 
 
 def test_a_directory_that_cannot_be_listed_is_refused(tmp_path: Path,
