@@ -174,3 +174,25 @@ def test_a_stream_that_cannot_be_written_stops_the_stream_not_the_run(
     assert "--events /dev/full: a write failed (No space left on device)" in result.stderr
     assert result.stderr.count("a write failed") == 1
     assert "2 attempts" not in result.stdout and "1 attempts" in result.stdout
+
+
+@pytest.mark.parametrize("target", ["ledger.db", "ledger.db-wal", "ledger.db.artifacts/x",
+                                    "reports/run.json", "proto/protocol.lock"])
+def test_the_stream_never_overwrites_the_ledger_or_the_protocol(
+        cli: Any, toy: Path, tmp_path: Path, target: str) -> None:
+    """Attack (careless operator): `--events` naming the ledger truncated it — every run it
+    held was gone, silently — and naming the lock broke the seal."""
+    command = write_solver(tmp_path / "agent", SOLVER)
+    ledger = tmp_path / "ledger.db"
+    assert cli("seal", toy).exit_code == 0
+    first = cli("run", toy, "--solver", command, "--task", "toy-002", "--ledger", ledger)
+    assert first.exit_code == 0, first.stderr
+    before = {path: path.read_bytes() for path in (ledger, toy / "protocol.lock")}
+    events = tmp_path / target
+    result = cli("run", toy, "--solver", command, "--task", "toy-002", "--ledger", ledger,
+                 "--events", events)
+    assert result.exit_code == 2, result.stderr
+    assert f"--events {events}: lies inside " in result.stderr
+    assert "which --events would overwrite" in result.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert cli("runs", "--ledger", ledger).stdout.count("trial") >= 1

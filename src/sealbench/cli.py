@@ -60,7 +60,7 @@ from sealbench.report import (
     to_markdown,
     verify_report,
 )
-from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult
+from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult, check_kept_out
 from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
 from sealbench.runner import trial as trial_protocol
@@ -254,11 +254,14 @@ def _progress(*, quiet: bool = False) -> Iterator[Progress | None]:
 
 
 @contextmanager
-def _event_file(path: Path | None) -> Iterator[Callable[[str, dict[str, Any]], None]]:
-    """`--events FILE`: the JSON Lines stream (docs/formats.md#events), or nothing."""
+def _event_file(path: Path | None, protocol_dir: Path, ledger: Ledger
+                ) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """`--events FILE`: the JSON Lines stream (docs/formats.md#events), or nothing. FILE is
+    truncated: never the ledger, its artifacts or reports, nor a file of the protocol."""
     if path is None:
         yield lambda _kind, _data: None
         return
+    check_kept_out("--events", path, protocol_dir, ledger, "which --events would overwrite")
     try:
         handle = path.open("w", encoding="utf-8")
     except OSError as exc:
@@ -364,9 +367,8 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
                          home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit)
     control = RunControl()
     result: RunResult | TrialResult
-    with _errors(), _event_file(events_path) as stream, _progress(quiet=quiet) as progress, \
-            _interrupts(control):
-        ledger = _ledger(ledger_path)
+    with _errors(), _event_file(events_path, directory, ledger := _ledger(ledger_path)) \
+            as stream, _progress(quiet=quiet) as progress, _interrupts(control):
         events = _both(_progress_events(progress, quiet=quiet), stream)
         if resume_id is not None:
             result = resume_run(directory, solver, resume_id, ledger=ledger, options=options,

@@ -227,9 +227,11 @@ def check_exposed(paths: tuple[Path, ...], protocol_root: Path, ledger: Ledger) 
             raise BadInput(f"--expose {given}: {found}; expose a narrower path")
 
 
-def check_kept_out(flag: str, given: Path, protocol_root: Path, ledger: Ledger) -> None:
+def check_kept_out(flag: str, given: Path, protocol_root: Path, ledger: Ledger,
+                   why: str = "which the solver must never read") -> None:
     """A path the user hands to the solver (`--expose`, `--home-from`) must not lie inside what
-    the run keeps from it: the protocol directory or the ledger's files. One line, exit 2."""
+    the run keeps from it: the protocol directory or the ledger's files; nor may a file
+    sealbench writes (`--events`) overwrite them. One line, exit 2."""
     db = ledger.path.resolve()
     kept = {"the protocol directory": protocol_root.resolve(),
             "the ledger": db,
@@ -239,8 +241,7 @@ def check_kept_out(flag: str, given: Path, protocol_root: Path, ledger: Ledger) 
     for name, secret in kept.items():
         if path.is_relative_to(secret) or path in (db.with_name(db.name + "-wal"),
                                                     db.with_name(db.name + "-shm")):
-            raise BadInput(f"{flag} {given}: lies inside {name} ({secret}), which the "
-                           "solver must never read")
+            raise BadInput(f"{flag} {given}: lies inside {name} ({secret}), {why}")
 
 
 def check_home_from(given: Path, protocol_root: Path, ledger: Ledger) -> HomeSeed:
