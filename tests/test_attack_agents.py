@@ -1,0 +1,127 @@
+"""Attacks on issue 11 by a dishonest solver: the egress proxy, the bridge, HOME and the
+environment, under bubblewrap (sealbench/egress.py, egress_bridge.py, solver.py).
+
+Each attack is a hostile solver (tests/hostile_helpers.py) run as a whole protocol: what it saw
+comes back through the ledger, and what the harness made of it is the attempt's outcome.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hostile_helpers import hostile_report, hostile_solver, records
+from toy import make_protocol
+
+from sealbench.ledger import Ledger
+from sealbench.runner import RunOptions, run
+from sealbench.sealing import seal
+
+CANARY = "SEALBENCH_ATTACK_CANARY"
+
+# toy-000: read every environment it can find, look around HOME and the socket's directory,
+# open a tunnel that never closes and a flood of connections, then solve the task as usual.
+# toy-001: kill the bridge (its parent) — the attempt ends, and it is the solver's doing.
+PROBE = r'''
+import glob, socket
+if TASK == "toy-000":
+    seen = {}
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            seen[path] = open(path, "rb").read().decode(errors="replace")
+        except OSError as exc:
+            seen[path] = type(exc).__name__
+    home = os.environ["HOME"]
+    tunnel = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    tunnel.sendall(f"CONNECT 127.0.0.1:{CFG['a']} HTTP/1.1\r\n\r\n".encode())
+    opened = tunnel.recv(100).decode(errors="replace")
+    flood = []
+    for _ in range(300):
+        try:
+            flood.append(socket.create_connection(("127.0.0.1", 3128), timeout=2))
+        except OSError:
+            break
+    report(environ=seen, home=sorted(os.listdir(home)),
+           home_parent=sorted(os.listdir(os.path.dirname(home))),
+           run_dir=sorted(os.listdir("/run/sealbench")), tunnel=opened, flood=len(flood))
+if TASK == "toy-001":
+    import signal
+    os.kill(os.getppid(), signal.SIGKILL)
+    import time
+    time.sleep(30)
+'''
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # the name http.server calls
+        body = b"hello\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """Protocol, ledger and solver outside the host's /tmp (see tests/test_hostile.py)."""
+    path = Path(tempfile.mkdtemp(prefix="sealbench-attack-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_a_dishonest_solver_under_model_api_learns_and_breaks_nothing(
+        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(CANARY, "host-secret-not-named")
+    proto = make_protocol(base / "proto", n=3, min_n=3, timeout=60)
+    shutil.rmtree(base / ".scratch-proto")
+    yaml = proto / "protocol.yaml"
+    yaml.write_text(yaml.read_text().replace("  max_files_touched: 3\n",
+                                             "  max_files_touched: 3\n  network: model-api\n"))
+    ledger = Ledger(base / "ledger" / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    a = int(server.server_address[1])
+    try:
+        command = hostile_solver(base / "agent", before=PROBE, a=a)
+        began = time.monotonic()
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, allow_hosts=(f"127.0.0.1:{a}",)))
+        took = time.monotonic() - began
+    finally:
+        server.shutdown()
+        server.server_close()
+    rows = records(ledger, result.run_id)
+    seen = hostile_report(ledger, rows["toy-000"])
+    # no environment in the sandbox holds a host variable that was not named
+    assert seen["environ"], seen
+    assert not any(CANARY in text for text in seen["environ"].values()), seen["environ"]
+    # HOME is private and empty; its parent and /run/sealbench show nothing of other attempts
+    assert seen["home"] == []
+    assert seen["run_dir"] == ["egress.sock"]
+    assert seen["tunnel"].startswith("HTTP/1.1 200")
+    assert seen["flood"] >= 64  # the bridge accepts; the proxy answers past 64 with 503
+    # the open tunnel and the flood ended with the attempt, which still passed
+    assert rows["toy-000"]["outcome"] == "pass", rows["toy-000"]["detail"]
+    egress = rows["toy-000"]["egress"]
+    assert egress[0]["allowed"] and egress[0]["duration"] < 30
+    refused = [c for c in egress if str(c["reason"]).startswith("503")]
+    assert refused and len(egress) <= 1 + seen["flood"]
+    # killing the bridge is the solver's error, never an infrastructure error
+    assert rows["toy-001"]["outcome"] == "error", rows["toy-001"]
+    every = [r.record for r in ledger.attempts(result.run_id, "null_pack")] + list(rows.values())
+    assert all(r["outcome"] != "infrastructure_error" for r in every)
+    assert took < 55  # no attempt waited for its 60 s timeout: nothing hung on the proxy
+    assert os.environ[CANARY] == "host-secret-not-named"
