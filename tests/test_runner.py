@@ -301,6 +301,39 @@ def test_expose_refuses_a_tree_holding_a_sealed_protocol_or_a_ledger(tmp_path: P
             check_exposed((path,), own, ledger)
 
 
+def test_a_fifo_in_an_exposed_path_or_a_seed_link_to_one_does_not_hang_the_run(
+        tmp_path: Path) -> None:
+    """Attack (careless operator): `--home-from DIR` holding a symlink to a FIFO (or
+    `--expose DIR` holding a FIFO) hung `run` for ever at start: the check for a ledger
+    inside opened every file to read its header, and opening a FIFO waits for a writer."""
+    import threading
+
+    from sealbench.runner import check_exposed, check_home_from
+
+    own = make_protocol(tmp_path / "own")
+    ledger = Ledger(tmp_path / "run" / "ledger.sqlite")
+    os.mkfifo(tmp_path / "fifo")
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    os.symlink(tmp_path / "fifo", seed / "link")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.mkfifo(shared / "pipe")
+    done: list[str] = []
+
+    def check() -> None:
+        check_home_from(seed, own, ledger)
+        check_exposed((shared,), own, ledger)
+        done.append("checked")
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(20)
+    if not done:  # let the stuck open return, so the thread ends with the test
+        os.close(os.open(tmp_path / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+    assert done == ["checked"]
+
+
 def test_scratch_inside_the_protocol_or_ledger_dir_is_bad_input(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:

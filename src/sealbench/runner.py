@@ -20,6 +20,7 @@ import shlex
 import shutil
 import socket
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -340,9 +341,13 @@ def _sealed_material(root: Path) -> str | None:
 
 
 def _ledger_file(path: Path) -> str | None:
+    """Why the file at path (a symlink followed) is a sealbench ledger, or None. Only a regular
+    file is read: opening a FIFO (or a symlink to one) to read it would wait for a writer for
+    ever, and `run` with it."""
     try:
-        with path.open("rb") as handle:
-            if handle.read(16) != _SQLITE_HEADER:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or handle.read(16) != _SQLITE_HEADER:
                 return None
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
