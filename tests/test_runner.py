@@ -521,6 +521,21 @@ def test_a_trial_reaching_min_n_is_a_run_and_is_refused(tmp_path: Path, tasks: t
         select_tasks(protocol, tasks, limit)
 
 
+def test_with_min_n_1_a_trial_holds_controls_only(tmp_path: Path) -> None:
+    """Attack (careless operator): with publish.min_n 1 the refusal said `try at most 0`; a
+    trial there can hold null-pack tasks only, and it says so. One dataset outcome with no
+    gate would already be the whole rate."""
+    from sealbench.protocol import load
+    from sealbench.runner import select_tasks
+
+    protocol = load(make_protocol(tmp_path / "proto", min_n=1))
+    for tasks, limit in (((), 1), (("toy-000",), None), (("NP-STUB-01", "toy-001"), None)):
+        with pytest.raises(Refused, match=r"reaches publish\.min_n \(1\).*null-pack tasks "
+                           r"only \(--task CONTROL_ID\), or run the protocol$"):
+            select_tasks(protocol, tasks, limit)
+    assert [t.id for t in select_tasks(protocol, ("NP-STUB-01",), None)] == ["NP-STUB-01"]
+
+
 def test_a_resumed_run_counts_on_from_what_was_done(tmp_path: Path) -> None:
     from sealbench.runner import RunControl, RunInterrupted, resume
 

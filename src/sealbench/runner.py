@@ -147,9 +147,11 @@ def select_tasks(protocol: Protocol, tasks: tuple[str, ...], limit: int | None
     dataset = sum(1 for task in chosen if task.kind == "dataset")
     min_n = protocol.spec.publish.min_n
     if dataset >= min_n:
+        fewer = f"try at most {min_n - 1}" if min_n > 1 else \
+            "with min_n 1 a trial may hold null-pack tasks only (--task CONTROL_ID)"
         raise Refused(f"a trial of {dataset} dataset tasks reaches publish.min_n ({min_n}): "
                       "that is a run, whose outcomes only count behind the null-pack gate; "
-                      f"try at most {min_n - 1}, or run the protocol")
+                      f"{fewer}, or run the protocol")
     return chosen
 
 
