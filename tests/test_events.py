@@ -177,7 +177,7 @@ def test_a_stream_that_cannot_be_written_stops_the_stream_not_the_run(
 
 
 @pytest.mark.parametrize("target", ["ledger.db", "ledger.db-wal", "ledger.db.artifacts/x",
-                                    "reports/run.json", "proto/protocol.lock"])
+                                    "reports/run.json", "proto/protocol.lock", "mine.md"])
 def test_the_stream_never_overwrites_the_ledger_or_the_protocol(
         cli: Any, toy: Path, tmp_path: Path, target: str) -> None:
     """Attack (careless operator): `--events` naming the ledger truncated it — every run it
@@ -189,10 +189,13 @@ def test_the_stream_never_overwrites_the_ledger_or_the_protocol(
     assert first.exit_code == 0, first.stderr
     before = {path: path.read_bytes() for path in (ledger, toy / "protocol.lock")}
     events = tmp_path / target
-    result = cli("run", toy, "--solver", command, "--task", "toy-002", "--ledger", ledger,
-                 "--events", events)
+    result = cli("run", toy, "--solver", command, "--ledger", ledger, "--events", events,
+                 "--report", tmp_path / "mine.json")
     assert result.exit_code == 2, result.stderr
-    assert f"--events {events}: lies inside " in result.stderr
-    assert "which --events would overwrite" in result.stderr
+    if target == "mine.md":  # the report is written while the stream is still open
+        assert f"--events {events}: is a file of --report" in result.stderr
+    else:
+        assert f"--events {events}: lies inside " in result.stderr
+        assert "which --events would overwrite" in result.stderr
     assert {path: path.read_bytes() for path in before} == before
     assert cli("runs", "--ledger", ledger).stdout.count("trial") >= 1

@@ -254,14 +254,18 @@ def _progress(*, quiet: bool = False) -> Iterator[Progress | None]:
 
 
 @contextmanager
-def _event_file(path: Path | None, protocol_dir: Path, ledger: Ledger
-                ) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+def _event_file(path: Path | None, protocol_dir: Path, ledger: Ledger,
+                report: Path | None) -> Iterator[Callable[[str, dict[str, Any]], None]]:
     """`--events FILE`: the JSON Lines stream (docs/formats.md#events), or nothing. FILE is
-    truncated: never the ledger, its artifacts or reports, nor a file of the protocol."""
+    truncated: never the ledger, its artifacts or reports, a file of the protocol, nor the
+    `--report` files (written while the stream is still open)."""
     if path is None:
         yield lambda _kind, _data: None
         return
     check_kept_out("--events", path, protocol_dir, ledger, "which --events would overwrite")
+    if report is not None and path.resolve() in {
+            report.resolve().with_suffix(suffix) for suffix in (".json", ".md", ".html")}:
+        raise BadInput(f"--events {path}: is a file of --report {report}; name another file")
     try:
         handle = path.open("w", encoding="utf-8")
     except OSError as exc:
@@ -367,8 +371,9 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
                          home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit)
     control = RunControl()
     result: RunResult | TrialResult
-    with _errors(), _event_file(events_path, directory, ledger := _ledger(ledger_path)) \
-            as stream, _progress(quiet=quiet) as progress, _interrupts(control):
+    with _errors(), _event_file(events_path, directory, ledger := _ledger(ledger_path),
+                                report_path) as stream, \
+            _progress(quiet=quiet) as progress, _interrupts(control):
         events = _both(_progress_events(progress, quiet=quiet), stream)
         if resume_id is not None:
             result = resume_run(directory, solver, resume_id, ledger=ledger, options=options,
