@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 from hostile_helpers import hostile_report, hostile_solver, records
 from toy import make_protocol
 
+from sealbench.egress import AllowedHost, EgressProxy
 from sealbench.ledger import Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
@@ -125,3 +127,73 @@ def test_a_dishonest_solver_under_model_api_learns_and_breaks_nothing(
     assert all(r["outcome"] != "infrastructure_error" for r in every)
     assert took < 55  # no attempt waited for its 60 s timeout: nothing hung on the proxy
     assert os.environ[CANARY] == "host-secret-not-named"
+
+
+# --------------------------------------------------------------------------- the proxy alone
+
+
+@pytest.fixture
+def hello() -> Iterator[tuple[int, list[str]]]:
+    """A local HTTP/1.1 server that keeps connections alive and notes each request's Host."""
+    hosts: list[str] = []
+
+    class _KeepAlive(_Hello):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # the name http.server calls
+            hosts.append(self.headers.get("Host", ""))
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield int(server.server_address[1]), hosts
+    server.shutdown()
+    server.server_close()
+
+
+def _ask(path: Path, data: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(str(path))
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize("target", [
+    "localhost:{a}", "LOCALHOST.:{a}", "[::ffff:127.0.0.1]:{a}", "[::ffff:7f00:1]:{a}",
+    "2130706433:{a}", "0x7f000001:{a}", "127.1:{a}", "0177.0.0.1:{a}", "[::1]:{a}",
+    "127.0.0.1:{b}", "127.0.0.2:{a}", "0.0.0.0:{a}", "0:{a}",
+])
+def test_a_denied_host_spelled_another_way_is_still_denied(
+        tmp_path: Path, hello: tuple[int, list[str]], target: str) -> None:
+    """Only 127.0.0.1:A is allowed; every other spelling of that machine (or another port)
+    is a 403, by CONNECT and by absolute-form plain HTTP, and nothing reaches the server."""
+    a, hosts = hello
+    where = target.format(a=a, b=a + 1 if a < 65535 else a - 1)
+    with EgressProxy(tmp_path / "egress.sock", (AllowedHost("127.0.0.1", a),)) as proxy:
+        tunnel = _ask(proxy.path, f"CONNECT {where} HTTP/1.1\r\n\r\n".encode())
+        plain = _ask(proxy.path, f"GET http://{where}/ HTTP/1.1\r\nHost: 127.0.0.1:{a}\r\n"
+                     "\r\n".encode())
+    assert tunnel.startswith(b"HTTP/1.1 403") and plain.startswith(b"HTTP/1.1 403")
+    assert hosts == []
+    assert [c.allowed for c in proxy.log.connections] == [False, False]
+
+
+def test_a_pipelined_request_reaches_the_allowed_server_only(
+        tmp_path: Path, hello: tuple[int, list[str]]) -> None:
+    """A second request behind an allowed plain-HTTP one, naming another Host, goes to the
+    allowed address and port only (as anything in a CONNECT tunnel to it would): the proxy
+    says `Connection: close` and the server answers the first request only."""
+    a, hosts = hello
+    with EgressProxy(tmp_path / "egress.sock", (AllowedHost("127.0.0.1", a),)) as proxy:
+        answer = _ask(proxy.path, f"GET http://127.0.0.1:{a}/ HTTP/1.1\r\nHost: evil.example\r\n"
+                      "\r\nGET http://evil.example/ HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+                      .encode())
+    assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1") == 1
+    assert hosts == [f"127.0.0.1:{a}"]
+    assert [(c.host, c.port, c.allowed) for c in proxy.log.connections] == [
+        ("127.0.0.1", a, True)]
