@@ -112,6 +112,7 @@ def test_a_dishonest_solver_under_model_api_learns_and_breaks_nothing(
     assert not any(CANARY in text for text in seen["environ"].values()), seen["environ"]
     # HOME is private and empty; its parent and /run/sealbench show nothing of other attempts
     assert seen["home"] == []
+    assert set(seen["home_parent"]) <= {"home", "side", "workspace"}, seen["home_parent"]
     assert seen["run_dir"] == ["egress.sock"]
     assert seen["tunnel"].startswith("HTTP/1.1 200")
     assert seen["flood"] >= 64  # the bridge accepts; the proxy answers past 64 with 503
