@@ -198,3 +198,43 @@ def test_a_pipelined_request_reaches_the_allowed_server_only(
     assert hosts == [f"127.0.0.1:{a}"]
     assert [(c.host, c.port, c.allowed) for c in proxy.log.connections] == [
         ("127.0.0.1", a, True)]
+
+
+HOLD_TUNNELS = r'''
+import http.server, os, resource, socket, sys, tempfile, threading
+from pathlib import Path
+from sealbench.egress import AllowedHost, EgressProxy
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (100, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+port = server.server_address[1]
+held = []
+with EgressProxy(Path(sys.argv[1]) / "egress.sock", (AllowedHost("127.0.0.1", port),)) as proxy:
+    for _ in range(40):  # one solver holding 40 tunnels: 2 descriptors each in the harness
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(proxy.path))
+        conn.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        conn.recv(100)
+        held.append(conn)
+    try:  # the harness's own work meanwhile: a file, a directory, a pipe
+        with open(os.devnull) as _f:
+            os.close(os.pipe()[0])
+            tempfile.mkdtemp(dir=sys.argv[1])
+        print("harness ok")
+    except OSError as exc:
+        print(f"harness failed: {exc}")
+'''
+
+
+def test_tunnels_held_open_leave_the_harness_its_descriptors(tmp_path: Path) -> None:
+    """Attack (dishonest solver): each tunnel costs the harness two descriptors; under a soft
+    limit such as 1024 (here 100), tunnels held open by solvers used up the harness's, and
+    its own next file or pipe failed: an infrastructure error the solver caused. The proxy
+    raises the soft limit to the hard one (at most 65536) when it starts."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HOLD_TUNNELS, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "harness ok", done.stdout + done.stderr

@@ -22,6 +22,7 @@ import io
 import ipaddress
 import os
 import re
+import resource
 import selectors
 import socket
 import sys
@@ -46,6 +47,7 @@ HEAD_TIMEOUT_SEC = 30.0  # a client that opens a connection and says nothing
 CONNECT_TIMEOUT_SEC = 15.0
 IDLE_TIMEOUT_SEC = 600.0  # a model call may think for minutes before its first byte
 MAX_LIVE = 64  # connections open at once per attempt; more are refused with 503
+WANTED_DESCRIPTORS = 65536  # the harness's soft limit on open files under model-api
 MAX_LOGGED = 1000  # connections recorded per attempt; past that they are only counted
 MAX_TEXT = 200  # characters of a host name or reason kept in the record
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization",
@@ -322,6 +324,7 @@ class EgressProxy:
         self.close()
 
     def start(self) -> None:
+        raise_descriptor_limit()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             _bind_unix(listener, self.path)
@@ -556,6 +559,22 @@ def read_head(client: socket.socket) -> tuple[bytes, bytes]:
             raise BadRequest(0, "closed before sending a complete request")
         data += chunk
     raise BadRequest(431, f"request head larger than {MAX_HEAD_BYTES} bytes")
+
+
+@functools.cache
+def raise_descriptor_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (at most
+    WANTED_DESCRIPTORS) and return it. Every proxied connection holds two descriptors in the
+    harness, up to MAX_LIVE per attempt and attempt: under a common soft limit of 1024, a
+    few solvers holding tunnels open would leave the harness none for its own files, and a
+    solver could cause infrastructure errors. Once per process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = WANTED_DESCRIPTORS if hard == resource.RLIM_INFINITY \
+        else min(hard, WANTED_DESCRIPTORS)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def _bind_unix(sock: socket.socket, path: Path) -> None:
