@@ -905,12 +905,8 @@ def run(directory: Path | str, solver_command: str, *, ledger: Ledger,
     options = options or RunOptions()
     if options.trial:
         raise BadInput("RunOptions.tasks and .limit make a trial: call sealbench.runner.trial")
-    _check_options(options)
-    _check_new_run_id(ledger, run_id)
-    sealed = verify(directory, ledger=ledger)
-    ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
-    return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
-               run_id).start()
+    return _new_run(directory, solver_command, ledger, options, on_event, control,
+                    run_id).start()
 
 
 def trial(directory: Path | str, solver_command: str, *, ledger: Ledger,
@@ -920,12 +916,20 @@ def trial(directory: Path | str, solver_command: str, *, ledger: Ledger,
     sandboxed and blinded like a run, recorded as a trial, never gated, never a rate."""
     if not options.trial:
         raise BadInput("a trial needs RunOptions.tasks or RunOptions.limit")
+    return _new_run(directory, solver_command, ledger, options, on_event, control,
+                    run_id).start_trial()
+
+
+def _new_run(directory: Path | str, solver_command: str, ledger: Ledger, options: RunOptions,
+             on_event: Event, control: RunControl | None, run_id: str | None) -> Run:
+    """What a run and a trial share before their first attempt: checked options, a fresh run
+    id, the protocol verified and its identity registered."""
     _check_options(options)
     _check_new_run_id(ledger, run_id)
     sealed = verify(directory, ledger=ledger)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
     return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
-               run_id).start_trial()
+               run_id)
 
 
 def _check_new_run_id(ledger: Ledger, run_id: str | None) -> None:
