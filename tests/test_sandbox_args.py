@@ -236,3 +236,38 @@ def test_the_egress_socket_is_bound_last_at_its_place_inside(tmp_path: Path) -> 
     assert at > _index(args, "--bind", str(tmp_path / "ws"), str(tmp_path / "ws"))
     assert "egress.sock" not in " ".join(bwrap_args(Mounts(workspace=tmp_path), network=False,
                                                     host=SPLIT))
+
+
+def test_a_fifo_named_on_the_command_line_is_bound_without_being_read(tmp_path: Path) -> None:
+    """Looking for a `#!` line must not open a FIFO for reading: that waits for a writer for
+    ever, and `run` with it (a careless `--solver "bash /path/to/fifo"`)."""
+    import os
+    import threading
+
+    from sealbench.sandbox import command_files, regular_file_head
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    found: list[tuple[Path, ...]] = []
+    worker = threading.Thread(target=lambda: found.append(command_files(("bash", str(fifo)))),
+                              daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "command_files blocked on a FIFO"
+    assert fifo in found[0] and tmp_path in found[0]
+    assert regular_file_head(fifo, 16) is None
+
+
+def test_symlink_chain_lists_each_hop_unresolved(tmp_path: Path) -> None:
+    import os
+
+    from sealbench.sandbox import symlink_chain
+
+    (tmp_path / "real").write_text("x")
+    os.symlink("real", tmp_path / "one")
+    os.symlink(tmp_path / "one", tmp_path / "two")
+    os.symlink("loop", tmp_path / "loop")
+    assert symlink_chain(tmp_path / "two") == [tmp_path / "two", tmp_path / "one",
+                                               tmp_path / "real"]
+    assert symlink_chain(tmp_path / "real") == [tmp_path / "real"]
+    assert len(symlink_chain(tmp_path / "loop", max_hops=5)) == 6

@@ -20,7 +20,6 @@ import shlex
 import shutil
 import socket
 import sqlite3
-import stat
 import sys
 import threading
 import time
@@ -49,7 +48,7 @@ from sealbench.report import (
     to_markdown,
     unresolved_infrastructure_errors,
 )
-from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect
+from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect, regular_file_head, symlink_chain
 from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
 from sealbench.solver import AttemptResult, CommandSolver
@@ -302,15 +301,7 @@ def resolve_program(argv: tuple[str, ...], path: str,
 def _program_paths(program: Path) -> list[Path]:
     """The program, each hop of its symlink chain and the real file: what must be visible
     in the sandbox for it to start as itself."""
-    paths = [program]
-    current = program
-    for _ in range(40):
-        if not current.is_symlink():
-            break
-        current = Path(os.path.normpath(current.parent / os.readlink(current)))
-        paths.append(current)
-    paths.append(program.resolve())
-    return list(dict.fromkeys(paths))
+    return list(dict.fromkeys([*symlink_chain(program), program.resolve()]))
 
 
 # Sealed protocols and ledgers are recognised by these names and tables; a tree larger than
@@ -346,11 +337,9 @@ def _ledger_file(path: Path) -> str | None:
     """Why the file at path (a symlink followed) is a sealbench ledger, or None. Only a regular
     file is read: opening a FIFO (or a symlink to one) to read it would wait for a writer for
     ever, and `run` with it."""
+    if regular_file_head(path, 16) != _SQLITE_HEADER:
+        return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or handle.read(16) != _SQLITE_HEADER:
-                return None
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
@@ -596,6 +585,12 @@ class Run:
         return ([t for t in chosen if t.kind == "null_pack"],
                 [t for t in chosen if t.kind == "dataset"])
 
+    def _expected(self) -> dict[str, int]:
+        """Attempts per phase this run (or trial) makes: the run header's `expected`, and
+        what progress counts towards."""
+        controls, dataset = self._tasks()
+        return {"null_pack": len(controls), "dataset": len(dataset) * self.options.epochs}
+
     def _go(self, record: Callable[[], None] | None) -> None:
         """Build the harness and bind the solver; then (a new run) record the run, run the
         attempts not done yet and (not in a trial) judge the gate; the caller publishes or
@@ -610,7 +605,7 @@ class Run:
         controls, dataset = self._tasks()
         jobs = [(t, 0) for t in controls] + [
             (t, e) for e in range(self.options.epochs) for t in dataset]
-        expected = {"null_pack": len(controls), "dataset": len(dataset) * self.options.epochs}
+        expected = self._expected()
         jobs = [(t, e) for t, e in attempt_order(jobs, self.sealed.identity, self.run_id)
                 if (t.kind, t.id, e) not in done]
         self.doomed.clear()
@@ -695,7 +690,6 @@ class Run:
 
     def _ledger_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
-        controls, dataset = self._tasks()
         trial = {"kind": "trial", "trial": {"tasks": list(self.options.tasks),
                                             "limit": self.options.limit}} \
             if self.trial else {"kind": "run"}
@@ -717,8 +711,7 @@ class Run:
             "solver_argv": list(self.argv),  # bare program names resolved (docs/running.md)
             "network": spec.budget.network,
             "allow_hosts": [str(h) for h in self.allow_hosts],
-            "expected": {"null_pack": len(controls),
-                         "dataset": len(dataset) * self.options.epochs},
+            "expected": self._expected(),
             "pid": os.getpid(), "host": socket.gethostname(),
         }
 

@@ -607,8 +607,7 @@ def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
         if arg in seen:
             continue
         seen.add(arg)
-        path = Path(arg)
-        for _ in range(40):  # each hop of a symlink chain (venv python -> venv python -> ...)
+        for path in symlink_chain(Path(arg)):  # venv python -> venv python -> ...
             if not path.is_absolute() or not (path.exists() or path.is_symlink()):
                 break
             wanted += [path, path.parent]
@@ -616,8 +615,6 @@ def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
                 wanted.append(path.parent.parent)  # an interpreter needs its whole venv
             if not path.is_symlink():
                 queue += [i for i in [script_interpreter(path)] if i and not _in_system(i)]
-                break
-            path = Path(os.path.normpath(path.parent / os.readlink(path)))
     private = [d.resolve() for d in PRIVATE_DIRS]
     visible: list[Path] = []
     for path in dict.fromkeys(wanted):
@@ -628,16 +625,42 @@ def command_files(argv: tuple[str, ...]) -> tuple[Path, ...]:
     return tuple(visible)
 
 
+def symlink_chain(path: Path, max_hops: int = 40) -> list[Path]:
+    """path and each hop of the symlink chain it starts (lexically normalised, never
+    resolved: a venv's `python` must stay the venv's), at most max_hops of them; what must be
+    visible in the sandbox for a program to start as itself."""
+    chain = [path]
+    for _ in range(max_hops):
+        try:
+            target = os.readlink(chain[-1])
+        except OSError:  # not a symlink, or gone
+            break
+        chain.append(Path(os.path.normpath(chain[-1].parent / target)))
+    return chain
+
+
+def regular_file_head(path: Path, size: int) -> bytes | None:
+    """The first size bytes of the regular file at path (a symlink followed), or None for
+    anything else or an unreadable file. Never waits: a FIFO is opened non-blocking and not
+    read (reading it would wait for a writer for ever, and the run with it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def script_interpreter(path: Path) -> str | None:
     """The program a script's `#!` line runs, by absolute path: `#!/opt/venv/bin/python`
     names it; `#!/usr/bin/env python3` names `python3`, found on this host's PATH (the
     solver's PATH is the host's). None for anything that is not a readable `#!` script."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(512)
-    except OSError:
-        return None
-    if not head.startswith(b"#!"):
+    head = regular_file_head(path, 512)
+    if head is None or not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
     if not words:
