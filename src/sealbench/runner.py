@@ -486,9 +486,9 @@ class Run:
         self.gate_open = False
         reports = ledger.path.parent / "reports"
         self.report_path = options.report_path or reports / f"{self.run_id}.json"
-        # bound once the sealed environment is known: its bin comes first on the solver's PATH
-        self.solver = CommandSolver(self.argv, visible=solver_files(self.argv),
-                                    env_names=tuple(self.env_names))
+        # made by _bind_solver once the sealed environment is known (its bin comes first on
+        # the solver's PATH); nothing runs an attempt before that
+        self.solver: CommandSolver
 
     def _check_network(self, sealed: Sealed) -> None:
         """`--allow-host` means something only under model-api (one line, exit 2); model-api
