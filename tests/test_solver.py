@@ -366,3 +366,31 @@ def test_a_resume_passes_the_runs_own_variables_and_refuses_others(
     digest = hashlib.sha256(SENTINEL.encode()).hexdigest()
     assert {p["key_sha256"] for p in _probes(ledger, done.run_id).values()} == {digest}
     assert done.report["solver"]["env_names"] == ["OPENAI_API_KEY"]
+
+
+def test_a_home_seed_the_scratch_disk_cannot_hold_is_one_line_and_no_run(
+        tmp_path: Path) -> None:
+    """A real write limit (RLIMIT_FSIZE, SIGXFSZ ignored: writes past it fail with EFBIG, as on
+    a full disk) stops the copy of --home-from into scratch: one line, exit 3, no traceback,
+    no run recorded."""
+    proto = make_protocol(tmp_path / "proto")
+    ledger_path = tmp_path / "ledger" / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path))
+    seed = tmp_path / "agent-home"
+    seed.mkdir()
+    (seed / "big.bin").write_bytes(b"\0" * (4 << 20))
+    limited = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20)); "
+               "from sealbench.cli import main; sys.argv[0] = 'sealbench'; main()")
+    done = subprocess.run(
+        [sys.executable, "-c", limited, "run", str(proto), "--solver",
+         write_solver(tmp_path / "agent"), "--home-from", str(seed), "--ledger",
+         str(ledger_path), "--sandbox", "none"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SEALBENCH_SCRATCH": str(tmp_path)})
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"sealbench: --home-from {seed}: cannot be copied into the "
+                                f"scratch directory {tmp_path}: "), done.stderr
+    assert "Traceback" not in done.stderr
+    assert Ledger(ledger_path).runs() == []

@@ -225,7 +225,12 @@ class Harness:
         if home_seed is None:
             return None
         private = self.scratch / "home-seed"
-        shutil.copytree(home_seed.path, private, symlinks=True)
+        try:
+            shutil.copytree(home_seed.path, private, symlinks=True)
+        except OSError as exc:  # a full or capped scratch disk: nothing is recorded yet
+            raise Refused(f"--home-from {home_seed.path}: cannot be copied into the scratch "
+                          f"directory {self.scratch.parent}: {exc}; free space there or set "
+                          "SEALBENCH_SCRATCH elsewhere") from None
         if read_home_seed(private).digest != home_seed.digest:
             raise Refused(f"--home-from {home_seed.path}: changed since the run started "
                           "(its content digest differs); run again")
