@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -11,8 +13,9 @@ from pathlib import Path
 import pytest
 from toy import SOLVER, make_protocol, write_solver
 
+from sealbench.errors import BadInput, Refused
 from sealbench.example import init
-from sealbench.ledger import SCHEMA_VERSION, Ledger
+from sealbench.ledger import SCHEMA_VERSION, TEMP_PREFIX, Ledger
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
 from sealbench.stats import cluster_labels, derive_seed, headline
@@ -156,3 +159,117 @@ def test_two_concurrent_runs_of_the_example_on_one_ledger_lose_nothing(tmp_path:
         assert ledger.attempt_counts(r.run_id) == {"null_pack": 5, "dataset": 54}
         assert ledger.verify_chain(r.run_id) == []
     assert all(b"database is locked" not in err for _, err in outputs)
+
+
+# --------------------------------------------------------------------------- opening (issue 12)
+
+
+def _ledger_cli(*args: str | Path, ro: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "sealbench.cli", *map(str, args)]
+    if ro is not None:  # root ignores permission bits: a real read-only mount
+        command = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(ro), str(ro), "--",
+                   *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a ledger\n", b"SQLite format 3\x00" + b"\x00" * 40],
+                         ids=["zero-byte", "foreign", "truncated"])
+@pytest.mark.parametrize("command", [["runs"], ["seal", "proto"], ["report", "r1"]])
+def test_a_file_that_is_not_a_ledger_is_refused_and_never_replaced(
+        tmp_path: Path, content: bytes, command: list[str]) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(content)
+    done = _ledger_cli(*command, "--ledger", path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"sealbench: {path}") and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+    assert path.read_bytes() == content
+
+
+def test_a_foreign_sqlite_database_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(BadInput, match="not a sealbench ledger"):
+        Ledger(path)
+    assert path.read_bytes() == before
+
+
+def test_a_ledger_whose_parent_is_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(BadInput, match="is a file, not a directory"):
+        Ledger(tmp_path / "plain" / "ledger.sqlite")
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_a_read_only_ledger_directory_can_be_listed_and_verified(published) -> None:  # type: ignore[no-untyped-def]
+    """Archived on read-only media: runs, show, report and verify-report read it; no WAL side
+    file can be made there, so the ledger is read as immutable; a write is refused in one
+    line (exit 3)."""
+    ledger_path, report, run_id = published
+    media = ledger_path.parent
+    for side in ("-wal", "-shm"):
+        ledger_path.with_name(ledger_path.name + side).unlink(missing_ok=True)
+    listed = _ledger_cli("runs", "--ledger", ledger_path, ro=media)
+    assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+    for args in (["show", run_id], ["report", run_id], ["verify-report", report]):
+        done = _ledger_cli(*args, "--ledger", ledger_path, ro=media)
+        assert done.returncode == 0, (args, done.stderr)
+    written = _ledger_cli("seal", media / "nowhere", "--ledger", ledger_path, ro=media)
+    assert "Traceback" not in written.stderr and written.returncode in (2, 3)
+    assert not ledger_path.with_name(ledger_path.name + "-wal").exists()
+
+
+def test_reading_commands_open_the_ledger_read_only(published) -> None:  # type: ignore[no-untyped-def]
+    ledger_path, _report, _run = published
+    ledger = Ledger(ledger_path, create=False, readonly=True)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        ledger.db.execute("DELETE FROM runs")
+
+
+def test_concurrent_creation_makes_one_whole_ledger(tmp_path: Path) -> None:
+    """Made beside and linked into place: a second process never sees an empty file (which it
+    would now refuse) and never replaces the first one's ledger."""
+    path = tmp_path / "new" / "ledger.sqlite"
+    script = ("import sys; from sealbench.ledger import Ledger; "
+              "Ledger(sys.argv[1]).register_protocol(sys.argv[2], 'sha256:x', '.')")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), f"p{i}"],
+                              stderr=subprocess.PIPE, text=True) for i in range(6)]
+    errors = [p.communicate()[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    ledger = Ledger(path)
+    assert {f"p{i}" for i in range(6)} == {
+        row[0] for row in ledger.db.execute("SELECT protocol_id FROM protocols")}
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".tmp-")] == []
+
+
+def test_a_killed_writers_temp_files_are_swept_a_live_ones_kept(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    digest = ledger.put_artifact(b"kept")
+    shard = ledger.artifacts / digest[:2]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    host = socket.gethostname()
+    orphan = shard / f"{TEMP_PREFIX}{host}-{dead}-abcd1234"
+    live = shard / f"{TEMP_PREFIX}{host}-{os.getpid()}-efgh5678"
+    legacy = shard / "tmpk2j3h4g5"
+    for path in (orphan, live, legacy):
+        path.write_bytes(b"half an artifact")
+    os.utime(legacy, (0, 0))  # written long ago by a version without the prefix
+    ledger.close()
+    Ledger(tmp_path / "l.sqlite", create=False, readonly=True)  # reading sweeps nothing
+    assert orphan.exists()
+    Ledger(tmp_path / "l.sqlite")
+    assert not orphan.exists() and not legacy.exists() and live.exists()
+    assert ledger.get_artifact(digest) == b"kept"
+
+
+def test_a_missing_artifact_is_one_line(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    digest = ledger.put_artifact(b"diff")
+    (ledger.artifacts / digest[:2] / digest).unlink()
+    with pytest.raises(Refused, match="is missing"):
+        ledger.get_artifact(digest)

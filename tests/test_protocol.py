@@ -232,3 +232,27 @@ def test_network_policy_typo_is_located(cli, toy: Path) -> None:  # type: ignore
     message = _seal_fails(cli, toy)
     assert message == (f"sealbench: protocol.yaml:{line}: field 'budget.network': must be none, "
                        "model-api or open (false and true mean none and open), not 'model_api'")
+
+
+@pytest.mark.parametrize("task_file", ["dataset.jsonl", "null.jsonl"])
+def test_a_line_that_is_not_utf8_is_refused_naming_file_and_line(
+        cli, toy: Path, task_file: str) -> None:  # type: ignore[no-untyped-def]
+    """Replaced bytes would reach the prompt silently (issue 12 item 6)."""
+    path = toy / "tasks" / task_file
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b".", b"\xe9.", 1)  # Latin-1, not UTF-8
+    path.write_bytes(b"\n".join(lines))
+    message = _seal_fails(cli, toy)
+    assert (f"tasks/{task_file}:2: is not valid UTF-8 (JSON Lines must be); re-encode the "
+            "file") in message
+
+
+@pytest.mark.parametrize("where", ["toy-001", "NP-STUB-01"])
+def test_a_git_file_in_a_fixture_is_refused_naming_it(cli, toy: Path, where: str) -> None:  # type: ignore[no-untyped-def]
+    """A vendored submodule's `.git` file points outside the fixture (issue 12 item 6)."""
+    (toy / "fixtures" / where / "vendor").mkdir()
+    (toy / "fixtures" / where / "vendor" / ".git").write_text("gitdir: ../../.git/modules/v\n")
+    message = _seal_fails(cli, toy)
+    assert "'vendor/.git' is a .git file" in message and "Traceback" not in message
+    assert len([line for line in message.splitlines()
+                if not line.startswith("  ")]) == 1

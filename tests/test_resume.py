@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -234,3 +235,126 @@ def test_two_resumers_cannot_both_take_a_run(tmp_path: Path) -> None:
     assert other.claim_run("r", seen, 111, "h") is True
     assert ledger.claim_run("r", seen, 222, "h") is False
     assert ledger.run("r").options["pid"] == 111 and ledger.run("r").state == "running"
+
+
+# --------------------------------------------------------------------------- issue 12
+
+
+def _killed_run(tmp_path: Path) -> tuple[Path, str, Path]:
+    """A run r1 killed (SIGKILL) with an attempt in flight: recorded as running, owner gone."""
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    command = write_solver(tmp_path / "agent", SLOW)
+    ledger = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger))
+    proc = subprocess.Popen(_cli("run", proto, "--solver", command, "--run-id", "r1",
+                                 "--ledger", ledger, "--quiet"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for_any_inflight(ledger, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    return proto, command, ledger
+
+
+def _own_run(ledger: Path, pid: int) -> None:
+    """Record pid (on this host) as the owner of r1, as a run that died and whose pid was
+    reused would look."""
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        options = json.loads(db.execute("SELECT options FROM runs WHERE run_id='r1'")
+                             .fetchone()[0])
+        db.execute("UPDATE runs SET options=? WHERE run_id='r1'",
+                   (json.dumps({**options, "pid": pid}),))
+
+
+@pytest.mark.slow
+def test_resume_force_takes_over_a_pid_reused_by_another_program(tmp_path: Path) -> None:
+    """The recorded owner pid now belongs to a live `sleep`: refused in one line naming
+    --force; with --force taken over (it is provably not sealbench) and published. A live
+    process whose command line names sealbench is never taken over."""
+    proto, command, ledger = _killed_run(tmp_path)
+    resume = _cli("run", proto, "--solver", command, "--resume", "r1", "--ledger", ledger,
+                  "--quiet")
+    impostor = subprocess.Popen(["bash", "-c", "exec -a sealbench-lookalike sleep 300"])
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        _own_run(ledger, impostor.pid)
+        time.sleep(0.2)  # the exec has happened
+        refused = subprocess.run([*resume, "--force"], capture_output=True, text=True,
+                                 timeout=300)
+        assert refused.returncode == 3, refused.stderr
+        assert refused.stderr.startswith("sealbench: --force: run r1 is not taken over: "
+                                         f"pid {impostor.pid}")
+        assert "is a sealbench process" in refused.stderr
+        _own_run(ledger, stranger.pid)
+        blocked = subprocess.run(resume, capture_output=True, text=True, timeout=300)
+        assert blocked.returncode == 3 and blocked.stderr.count("\n") == 1, blocked.stderr
+        assert "add --force" in blocked.stderr
+        taken = subprocess.run([*resume, "--force"], capture_output=True, text=True,
+                               timeout=300)
+        assert taken.returncode == 0, taken.stderr
+        assert Ledger(ledger).run("r1").state == "published"
+        assert stranger.poll() is None, "the other program is left alone"
+    finally:
+        for proc in (impostor, stranger):
+            proc.kill()
+            proc.wait()
+
+
+def test_force_without_resume_is_usage(tmp_path: Path) -> None:
+    done = subprocess.run(_cli("run", tmp_path, "--solver", "x", "--force"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == "sealbench: --force: applies only with --resume RUN_ID\n"
+
+
+FILLS_DISK = SOLVER + '''
+import pathlib
+if sys.argv[-1] == "toy-002" and not pathlib.Path(MARK).exists():
+    pathlib.Path(MARK).write_text("filled")
+    with open(FILLER, "wb") as handle:  # the ledger's disk, until it is full
+        try:
+            while True:
+                handle.write(b"x" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes_once_space_is_freed(
+        tmp_path: Path) -> None:
+    """The ledger lives on a 3 MiB tmpfs that the solver fills during one attempt: the run
+    ends with one line naming the ledger and how to resume (exit 3); after the filler is
+    removed, `--resume` completes and publishes, with every attempt recorded once."""
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    filler, mark = disk / "filler", tmp_path / "filled.mark"
+    command = write_solver(tmp_path / "agent", FILLS_DISK.replace(
+        "MARK", repr(str(mark))).replace("FILLER", repr(str(filler))))
+    ledger = disk / "l.sqlite"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    run = " ".join(shlex.quote(str(part)) for part in _cli(
+        "run", proto, "--solver", command, "--ledger", ledger, "--quiet", "--sandbox", "none",
+        "--jobs", "1"))
+    check = shlex.join(_cli("verify-report", "--ledger", ledger, disk / "reports" / "r1.json"))
+    script = (f"{shlex.join(_cli('seal', proto, '--ledger', ledger))} >/dev/null 2>&1 || exit 9\n"
+              f"{run} --run-id r1 >{logs}/1.out 2>{logs}/1.err; echo $? >{logs}/1.rc\n"
+              f"rm -f {shlex.quote(str(filler))}\n"
+              f"{run} --resume r1 >{logs}/2.out 2>{logs}/2.err; echo $? >{logs}/2.rc\n"
+              f"{check} >{logs}/3.out 2>&1; echo $? >{logs}/3.rc\n")
+    done = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--size", str(3 << 20),
+                           "--tmpfs", str(disk), "--", "bash", "-c", script],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    first = "".join(line for line in (logs / "1.err").read_text().splitlines(keepends=True)
+                    if not line.startswith("warning: running WITHOUT a sandbox"))
+    assert (logs / "1.rc").read_text().strip() == "3", first
+    assert mark.exists(), "the solver never filled the disk"
+    assert "Traceback" not in first and first.count("\n") == 1, first
+    assert first.startswith(f"sealbench: {disk}") and "full" in first
+    assert "free space and resume with `sealbench run" in first and "--resume r1" in first
+    assert (logs / "2.rc").read_text().strip() == "0", (logs / "2.err").read_text()
+    assert (logs / "3.rc").read_text().strip() == "0", (logs / "3.out").read_text()

@@ -218,3 +218,120 @@ def test_missing_protocol_directory_is_bad_input(cli, tmp_path: Path) -> None:  
         result = cli(*args)
         assert result.exit_code == 2
         assert "protocol directory not found" in result.stderr
+
+
+# --------------------------------------------------------------------------- sealed-file writer
+
+# protocol.yaml as a careful author writes it: comments everywhere, an anchor and its alias, a
+# folded and a literal scalar, a digest written as a folded scalar followed by a comment, and
+# one section with no sha256 key at all (inserted, never by re-dumping the file)
+AUTHORED = """\
+# The toy exam. Every comment here must survive sealing.
+schema: agent-bench-protocol/v1
+protocol_id: >-
+  toy.v1
+dataset:
+  path: ./tasks/dataset.jsonl   # the tasks
+  # the digest is filled in by `sealbench seal`
+  sha256: >-
+    PENDING_SEAL
+# about the metric
+metric:
+  # no sha256 key here: the writer inserts one
+  module: ./metric.py
+budget:
+  timeout_sec: 20
+  max_files_touched: &three 3
+null_pack:
+  path: ./tasks/null.jsonl
+  sha256: "PENDING_SEAL"
+  rules:
+    must_pass: ["NP-STUB-01"]
+    must_fail: ["NP-POISON-01"]
+    must_refuse: ["NP-SECRET-01"]
+publish:
+  min_n: *three  # the same three
+  require_ci: true
+  forbidden_fields: ["single_percentage_only"]
+solver:
+  diff_source: workspace
+  task_ids: visible
+"""
+
+SEALED = """\
+# The toy exam. Every comment here must survive sealing.
+schema: agent-bench-protocol/v1
+protocol_id: >-
+  toy.v1
+dataset:
+  path: ./tasks/dataset.jsonl   # the tasks
+  # the digest is filled in by `sealbench seal`
+  sha256: "{dataset}"
+# about the metric
+metric:
+  # no sha256 key here: the writer inserts one
+  sha256: "{metric}"
+  module: ./metric.py
+budget:
+  timeout_sec: 20
+  max_files_touched: &three 3
+null_pack:
+  path: ./tasks/null.jsonl
+  sha256: "{null_pack}"
+  rules:
+    must_pass: ["NP-STUB-01"]
+    must_fail: ["NP-POISON-01"]
+    must_refuse: ["NP-SECRET-01"]
+publish:
+  min_n: *three  # the same three
+  require_ci: true
+  forbidden_fields: ["single_percentage_only"]
+solver:
+  diff_source: workspace
+  task_ids: visible
+"""
+
+
+def _digests(toy: Path) -> dict[str, str]:
+    lock = Lock.model_validate_json((toy / "protocol.lock").read_bytes())
+    by_path = {f.path: f.sha256 for f in lock.files}
+    return {"dataset": by_path["tasks/dataset.jsonl"], "metric": by_path["metric.py"],
+            "null_pack": by_path["tasks/null.jsonl"]}
+
+
+def test_anchors_folded_scalars_and_a_missing_key_seal_keeping_every_comment(
+        toy: Path, tmp_path: Path) -> None:
+    """Golden: the sealed file is the author's, byte for byte, but for the digests."""
+    (toy / "protocol.yaml").write_text(AUTHORED)
+    result = seal(toy, ledger=Ledger(tmp_path / "l.sqlite"))
+    assert result.sealed_path.read_text() == SEALED.format(**_digests(toy))
+    verify(toy)  # and it verifies
+
+
+def test_the_same_exam_written_plainly_has_the_same_identity(toy: Path, tmp_path: Path) -> None:
+    """Anchors, folded scalars and comments are layout: the identity is the same exam's."""
+    plain = seal(toy, ledger=Ledger(tmp_path / "a.sqlite")).identity
+    (toy / "protocol.yaml").write_text(AUTHORED)
+    assert seal(toy, ledger=Ledger(tmp_path / "b.sqlite"), check_instrument=False).identity \
+        == plain
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # a digest anchored and aliased by the other sections: each is filled in its own place
+    (lambda t: t.replace('sha256: "PENDING_SEAL"', "sha256: *pend", 2)
+     .replace("sha256: *pend", "sha256: &pend PENDING_SEAL", 1), None),
+    # a digest's anchor that another field aliases: filling it in would change that field
+    (lambda t: t.replace('sha256: "PENDING_SEAL"', "sha256: &pend PENDING_SEAL", 1)
+     .replace("task_ids: visible", "task_ids: visible\n  env: [*pend]"), "would change"),
+])
+def test_aliases_are_sealed_or_refused_in_one_line(toy: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+                                                   edit, message: str | None) -> None:
+    (toy / "protocol.yaml").write_text(edit((toy / "protocol.yaml").read_text()))
+    done = cli("seal", toy, "--ledger", tmp_path / "l.sqlite")
+    if message is None:
+        assert done.exit_code == 0, done.stderr
+        sealed = (toy / "protocol.sealed.yaml").read_text()
+        assert "PENDING_SEAL" not in sealed and "*pend" not in sealed
+        return
+    assert done.exit_code == 2
+    assert done.stderr.startswith("sealbench: ") and "Traceback" not in done.stderr

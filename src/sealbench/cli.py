@@ -37,12 +37,26 @@ from sealbench.compare import to_text as compare_text
 from sealbench.doctor import diagnose
 from sealbench.egress import egress_lines
 from sealbench.environment import cache_summary
-from sealbench.errors import BadInput, Refused, SealbenchError
+from sealbench.errors import (
+    EXIT_REFUSED,
+    BadInput,
+    InfrastructureError,
+    Refused,
+    SealbenchError,
+    path_error,
+)
 from sealbench.events import EventWriter
 from sealbench.example import EXAMPLE, EXAMPLES, solver_command
 from sealbench.example import demo as run_demo
 from sealbench.example import init as init_example
-from sealbench.ledger import AttemptRow, Ledger, RunRow, default_path, export_lines
+from sealbench.ledger import (
+    AttemptRow,
+    Ledger,
+    RunRow,
+    check_ledger_path,
+    default_path,
+    export_lines,
+)
 from sealbench.logs import (
     attempt_logs,
     duration_text,
@@ -98,7 +112,14 @@ find_links_option = click.option(
 
 
 def _ledger(path: Path | None, *, create: bool = True) -> Ledger:
+    """The ledger a writing command uses (created when missing)."""
     return Ledger(path or default_path(), create=create)
+
+
+def _reading_ledger(path: Path | None) -> Ledger:
+    """The ledger a reading command uses: it must exist and is opened read-only, so an
+    archived ledger on read-only media can be listed and verified."""
+    return Ledger(path or default_path(), create=False, readonly=True)
 
 
 @contextmanager
@@ -106,16 +127,27 @@ def _errors() -> Iterator[None]:
     """Turn sealbench errors into one clear message per problem and the documented status."""
     try:
         yield
+    except InfrastructureError as exc:  # the harness itself (git missing, sandbox broken)
+        err.print(f"sealbench: {terminal_safe(str(exc), single_line=True)}; the harness "
+                  "failed, not the protocol: fix the machine and try again", markup=False)
+        sys.exit(EXIT_REFUSED)
+    except OSError as exc:  # a path the user named, or the machine refusing it
+        _exit_with(path_error(exc))
     except SealbenchError as exc:
-        lines = exc.lines()
-        if len(lines) == 1:  # reasons can quote a solver (its refusal): never raw
-            err.print(f"sealbench: {terminal_safe(lines[0])}", markup=False)
-        else:
-            err.print(f"sealbench: {terminal_safe(str(exc) or f'{len(lines)} problems')}",
-                      markup=False)
-            for line in lines:
-                err.print(f"  {terminal_safe(line)}", markup=False)
-        sys.exit(exc.exit_status)
+        _exit_with(exc)
+
+
+def _exit_with(exc: SealbenchError) -> None:
+    """One line per problem (a headline first when there are several), then the status."""
+    lines = exc.lines()
+    if len(lines) == 1:  # reasons can quote a solver (its refusal): never raw
+        err.print(f"sealbench: {terminal_safe(lines[0])}", markup=False)
+    else:
+        err.print(f"sealbench: {terminal_safe(str(exc) or f'{len(lines)} problems')}",
+                  markup=False)
+        for line in lines:
+            err.print(f"  {terminal_safe(line)}", markup=False)
+    sys.exit(exc.exit_status)
 
 
 @click.group(help="Run coding agents on a sealed benchmark protocol; no success rate until "
@@ -170,7 +202,8 @@ def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str,
 def verify(directory: Path, ledger_path: Path | None) -> None:
     with _errors():
         path = ledger_path or default_path()
-        ledger = Ledger(path) if path.exists() else None
+        # no ledger yet is fine (the seal alone is checked); a path that cannot be one is not
+        ledger = _reading_ledger(path) if check_ledger_path(path, create=True) else None
         sealed = verify_protocol(directory, ledger=ledger)
     out.print(f"intact {sealed.protocol_id}\nidentity {sealed.identity}\n"
               f"files  {len(sealed.lock.files)} verified", markup=False)
@@ -327,6 +360,10 @@ def _print_result(result: RunResult) -> None:
               help="Continue a killed or stopped run, or one refused only for infrastructure "
                    "errors: same protocol identity and solver command required; finished "
                    "attempts are kept, unfinished ones and infrastructure errors redone.")
+@click.option("--force", is_flag=True,
+              help="With --resume: take over a run recorded as running whose owner pid is "
+                   "alive but provably not sealbench (a reused pid: its command line does not "
+                   "name sealbench and it holds the ledger not open).")
 @click.option("--run-id", default=None, help="Name a new run instead of a generated id.")
 @click.option("--hide", multiple=True, type=click.Path(path_type=Path),
               help="Another host path the solver must not see, e.g. a copy of the protocol "
@@ -355,7 +392,8 @@ def _print_result(result: RunResult) -> None:
 @find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
-        report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
+        report_path: Path | None, sandbox: str, resume_id: str | None, force: bool,
+        run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
         home_from: Path | None, allow_hosts: tuple[str, ...], tasks: tuple[str, ...],
         limit: int | None, events_path: Path | None, quiet: bool, find_links: Path | None,
@@ -371,13 +409,16 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
                          home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit)
     control = RunControl()
     result: RunResult | TrialResult
+    if force and resume_id is None:
+        with _errors():
+            raise BadInput("--force: applies only with --resume RUN_ID")
     with _errors(), _event_file(events_path, directory, ledger := _ledger(ledger_path),
                                 report_path) as stream, \
             _progress(quiet=quiet) as progress, _interrupts(control):
         events = _both(_progress_events(progress, quiet=quiet), stream)
         if resume_id is not None:
             result = resume_run(directory, solver, resume_id, ledger=ledger, options=options,
-                                on_event=events, control=control)
+                                on_event=events, control=control, force=force)
         elif options.trial:
             result = trial_protocol(directory, solver, ledger=ledger, options=options,
                                     on_event=events, control=control, run_id=run_id)
@@ -430,7 +471,7 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 @ledger_option
 def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
     with _errors():
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _reading_ledger(ledger_path)
         run_row = ledger.run(run_id)
         try:
             data = build_report(ledger, run_id)
@@ -449,7 +490,7 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
 @ledger_option
 def runs(fmt: str, ledger_path: Path | None) -> None:
     with _errors():
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _reading_ledger(ledger_path)
         summaries = [_run_summary(r, ledger) for r in ledger.runs()]
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
@@ -485,7 +526,7 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
     with _errors():
         if full and task_id is None:
             raise BadInput("--full: applies only with --task TASK_ID")
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _reading_ledger(ledger_path)
         row = ledger.run(run_id)
         attempts = ledger.attempts(run_id)
         interrupted = ledger.interrupted(run_id)
@@ -601,7 +642,7 @@ def _write(text: str) -> None:
 def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
            ledger_path: Path | None) -> None:
     with _errors():
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _reading_ledger(ledger_path)
         if fmt == PREDICTIONS_FORMAT:
             lines = prediction_lines(predictions(
                 ledger, run_id, model_name=model_name,
@@ -612,12 +653,28 @@ def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
         else:
             lines = list(export_lines(ledger, run_id))
             what = "attempts"
-    text = "".join(line + "\n" for line in lines)
+        text = "".join(line + "\n" for line in lines)
+        if output is not None:
+            _write_output(output, text, ledger)
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text, encoding="utf-8")
         err.print(f"wrote {len(lines)} {what} to {output}", markup=False)
+
+
+def _write_output(output: Path, text: str, ledger: Ledger) -> None:
+    """`-o FILE`: a bad path is one line (exit 2 or 3). Never a file of the ledger: an export
+    must not overwrite the record it comes from."""
+    db = ledger.path.resolve()
+    where = output.resolve()
+    if where in {db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")} \
+            or where.is_relative_to(ledger.artifacts.resolve()):
+        raise BadInput(f"--output {output}: is a file of the ledger {ledger.path}, which an "
+                       "export must not overwrite; name another file")
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise path_error(exc, "cannot write the export") from None
 
 
 @main.group("import", help="Write a protocol directory (unsealed) from a benchmark in another "
@@ -686,7 +743,7 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
             raise BadInput(f"{report_file}: not a readable report ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
             raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _reading_ledger(ledger_path)
         problems = verify_report(data, ledger)
         if protocol_dir is not None:
             sealed = verify_protocol(protocol_dir, ledger=ledger)
@@ -726,7 +783,7 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
 @ledger_option
 def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
     with _errors():
-        result = compare_runs(_ledger(ledger_path, create=False), run_a, run_b)
+        result = compare_runs(_reading_ledger(ledger_path), run_a, run_b)
     render = {"text": compare_text, "json": compare_json, "md": compare_markdown}[fmt]
     out.print(render(result), markup=False, end="")
 

@@ -7,6 +7,7 @@ refuses: unsealed, tampered, gate failed, below min_n, non-comparable).
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 EXIT_BAD_INPUT = 2
@@ -58,3 +59,47 @@ class Refused(SealbenchError):
 
 class InfrastructureError(Exception):
     """The harness itself failed (sandbox did not start, disk full): retried, never scored."""
+
+
+class Unwritable(Refused):
+    """The machine refused a write sealbench needs: disk full, read-only filesystem, no
+    permission (exit 3). `disk_full` lets a run add how to resume once space is freed."""
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+# what the user can fix by naming another path (exit 2); any other errno is the machine
+# refusing (read-only filesystem, disk full, permission: exit 3)
+_BAD_PATH = {
+    errno.ENOENT: "does not exist (nor, maybe, its parent directory); give an existing path",
+    errno.ENOTDIR: "a parent of it is a file, not a directory; give a path inside a directory",
+    errno.EISDIR: "is a directory; give a file",
+    errno.ENAMETOOLONG: "is too long a name; give a shorter path",
+    errno.ELOOP: "is a loop of symbolic links; give a real path",
+    errno.EEXIST: "already exists; give a new path",
+}
+_REFUSED = {
+    errno.EROFS: "is on a read-only filesystem; give a writable path or remount",
+    errno.ENOSPC: "the disk is full; free space and try again",
+    errno.EDQUOT: "the disk quota is exhausted; free space and try again",
+    errno.EACCES: "permission denied; give a path you may use",
+    errno.EPERM: "operation not permitted; give a path you may use",
+}
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def path_error(exc: OSError, what: str = "", path: object = None) -> SealbenchError:
+    """An OSError on a path as one line naming the path, what failed and what to do: BadInput
+    for a path the user gave wrong (missing, a directory, a parent that is a file), Unwritable
+    for the machine's refusal (read-only filesystem, disk full, permission)."""
+    # a failed write on an open file names no path: the caller says which one
+    path = exc.filename if exc.filename is not None else path or "(a path)"
+    failed = f"{what}: " if what else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in _BAD_PATH:
+        return BadInput(f"{path}: {failed}{reason}; {_BAD_PATH[exc.errno]}")
+    advice = _REFUSED.get(exc.errno or 0, "check the path and the machine, then try again")
+    return Unwritable(f"{path}: {failed}{reason}; {advice}",
+                      disk_full=exc.errno in DISK_FULL)

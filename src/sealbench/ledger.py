@@ -11,20 +11,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from sealbench.errors import BadInput, Refused
+from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable, path_error
 
 SCHEMA_VERSION = 2
 DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
 GENESIS = "0" * 64
+SQLITE_HEADER = b"SQLite format 3\x00"
+# artifact temp files are named `.tmp-HOST-PID-*`: a killed writer's are swept (ledger opened
+# for writing) once its process is gone; the unnamed `tmp*` of older versions after an hour
+TEMP_PREFIX = ".tmp-"
+LEGACY_TEMP_AGE_SEC = 3600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -136,21 +144,49 @@ class AttemptRow:
 class Ledger:
     """One open ledger. Use one instance per thread; writes happen on the caller's thread."""
 
-    def __init__(self, path: Path | str, *, create: bool = True) -> None:
+    def __init__(self, path: Path | str, *, create: bool = True,
+                 readonly: bool = False) -> None:
+        """Open the ledger at path. `create`: make it when missing (never when a file that is
+        not a ledger is there: an empty, truncated or foreign file is refused, never replaced).
+        `readonly`: the reading commands' mode, so an archived ledger on read-only media can
+        be listed and verified; nothing is written, not even the WAL side files when the
+        directory refuses them (then the file is read as immutable)."""
         self.path = Path(path)
-        if not create and not self.path.exists():
-            raise BadInput(f"{self.path}: ledger not found (give --ledger PATH or run a command "
-                           "that creates it)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA busy_timeout=60000")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise BadInput(f"{self.path}: not a sealbench ledger ({exc})") from None
+        self.readonly = readonly
         self.artifacts = self.path.with_name(self.path.name + ".artifacts")
+        try:
+            existed = check_ledger_path(self.path, create=create)
+            if not existed:
+                _create_ledger(self.path)
+            self.db = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise _sqlite_refusal(self.path, exc) or BadInput(
+                f"{self.path}: not a sealbench ledger ({exc})") from None
+        except OSError as exc:
+            raise path_error(exc, "cannot open the ledger") from None
+        if not readonly:
+            sweep_stale_temp_files(self.artifacts)
+
+    def _connect(self) -> sqlite3.Connection:
+        """A read-only connection for reading commands (falling back to immutable when WAL
+        side files cannot be made), else a read-write one, migrated to this schema."""
+        if self.readonly:
+            db = _connect_readonly(self.path)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                return db
+            db.close()  # an older ledger is migrated first, which needs a write
+        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        if self.db.execute("PRAGMA user_version").fetchone()[0] == 0:
+            # every ledger is made whole with its version (_create_ledger): this is a SQLite
+            # database of something else, never to be written into
+            raise BadInput(f"{self.path}: is a SQLite database but not a sealbench ledger; it "
+                           "is left as it is: give another --ledger")
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA busy_timeout=60000")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+        return self.db
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -178,14 +214,26 @@ class Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE: take the write lock up front so two runs never deadlock."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """BEGIN IMMEDIATE: take the write lock up front so two runs never deadlock. A write
+        the machine refuses (disk full, read-only) is one line naming the ledger; SQLite has
+        rolled the transaction back, so the ledger stays as it was."""
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            refusal = _sqlite_refusal(self.path, exc)
+            if refusal is None:
+                raise
+            with suppress(sqlite3.Error):
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+            raise refusal from None
 
     def close(self) -> None:
         self.db.close()
@@ -197,17 +245,21 @@ class Ledger:
         digest = hashlib.sha256(data).hexdigest()
         target = self.artifacts / digest[:2] / digest
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _write_new(target, data)
+            except OSError as exc:
+                raise path_error(exc, "cannot store an artifact", self.artifacts) from None
         return digest
 
     def get_artifact(self, digest: str) -> bytes:
-        data = (self.artifacts / digest[:2] / digest).read_bytes()
+        try:
+            data = (self.artifacts / digest[:2] / digest).read_bytes()
+        except FileNotFoundError:
+            raise Refused(f"{self.artifacts}: artifact {digest} is missing (deleted or moved "
+                          "out of the store); restore it from a copy of the ledger") from None
+        except OSError as exc:
+            raise path_error(exc, "cannot read an artifact") from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise Refused(f"{self.artifacts}: artifact {digest} does not match its digest")
         return data
@@ -388,6 +440,151 @@ class Ledger:
                 problems.append(f"{label}: content does not match its digest (edited)")
             prev = row.digest
         return problems
+
+
+def check_ledger_path(path: Path, *, create: bool) -> bool:
+    """Whether a ledger file is at path (checked to be one: SQLite's header), else why the path
+    cannot hold one, before anything touches it: SQLite would happily treat an empty file as
+    a new database and overwrite a truncated one."""
+    for parent in path.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise BadInput(f"{path}: cannot be a ledger: {parent} is a file, not a "
+                               "directory; give --ledger a path inside a directory")
+            break
+    if path.is_dir():
+        raise BadInput(f"{path}: is a directory, not a ledger file; give --ledger the file "
+                       "(e.g. DIR/ledger.sqlite)")
+    if not path.exists():
+        if not create:
+            raise BadInput(f"{path}: ledger not found (give --ledger PATH or run a command "
+                           "that creates it)")
+        return False
+    if not path.is_file():  # before opening it: reading a FIFO would wait for ever
+        raise BadInput(f"{path}: is not a regular file, so not a sealbench ledger")
+    with path.open("rb") as handle:
+        head = handle.read(len(SQLITE_HEADER))
+    if not head:
+        raise BadInput(f"{path}: is an empty file, not a sealbench ledger (truncated?); it "
+                       "is left as it is: restore it from a copy or give another --ledger")
+    if head != SQLITE_HEADER:
+        raise BadInput(f"{path}: is not a sealbench ledger (no SQLite header); it is left as "
+                       "it is: give another --ledger")
+    return True
+
+
+def _create_ledger(path: Path) -> None:
+    """Make a new, complete ledger at path atomically: built beside it under a private name
+    and linked into place, so no process ever sees a half-made (empty) ledger file, and a
+    ledger made meanwhile by another process is kept."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = path.with_name(f"{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-{path.name}")
+    with suppress(OSError):  # a leftover of this very pid, killed while creating
+        fresh.unlink()
+    try:
+        db = sqlite3.connect(fresh, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(
+                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
+                "INSERT OR IGNORE INTO meta VALUES "
+                f"('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
+                "COMMIT;")
+        finally:
+            db.close()
+        with suppress(FileExistsError):  # another process made it first: theirs is kept
+            os.link(fresh, path)
+    finally:
+        for leftover in (fresh, fresh.with_name(fresh.name + "-wal"),
+                         fresh.with_name(fresh.name + "-shm")):
+            with suppress(OSError):  # never made (a read-only directory, say)
+                leftover.unlink()
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """`mode=ro`; on media where the WAL side files (-shm) cannot be made, `immutable=1`:
+    SQLite then reads the main file only, which is whole once the last writer closed."""
+    uri = f"file:{quote(str(path.resolve()))}"
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
+    try:
+        db.execute("PRAGMA busy_timeout=60000")
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+    db = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+    db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    return db
+
+
+def _sqlite_refusal(path: Path, exc: sqlite3.DatabaseError) -> SealbenchError | None:
+    """SQLite's words for the machine refusing a write, as one line naming the ledger; None
+    for anything else (a real defect, which must not be dressed up)."""
+    text = str(exc).lower()
+    if "disk is full" in text or "disk i/o error" in text:
+        return Unwritable(f"{path}: the ledger could not be written (database or disk is "
+                          "full); free space and try again", disk_full="full" in text)
+    if "readonly" in text or "read-only" in text:
+        return Unwritable(f"{path}: the ledger is read-only (read-only filesystem or file); "
+                          "give a writable --ledger or copy it somewhere writable")
+    if "unable to open" in text:
+        return Unwritable(f"{path}: the ledger cannot be opened ({exc}); check that its "
+                          "directory exists and may be written")
+    return None
+
+
+def _write_new(target: Path, data: bytes) -> None:
+    """Write bytes to target through a temp file named for this process (swept when it
+    dies before the rename), so a reader never sees half an artifact."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent,
+                               prefix=f"{TEMP_PREFIX}{socket.gethostname()}-{os.getpid()}-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def sweep_stale_temp_files(artifacts: Path) -> int:
+    """Remove the temp files of artifact writers that died before their rename: ours named
+    `.tmp-HOST-PID-*` once PID is gone from this host, older versions' `tmp*` after an hour.
+    A live writer's file is never touched (concurrent runs share a store). Returns how many."""
+    removed = 0
+    host, cutoff = socket.gethostname(), time.time() - LEGACY_TEMP_AGE_SEC
+    with suppress(OSError):
+        for shard in os.scandir(artifacts):
+            if not shard.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(shard.path):
+                if _stale_temp(entry, host, cutoff):
+                    with suppress(OSError):
+                        os.unlink(entry.path)
+                        removed += 1
+    return removed
+
+
+def _stale_temp(entry: os.DirEntry[str], host: str, cutoff: float) -> bool:
+    if entry.name.startswith(TEMP_PREFIX):
+        parts = entry.name[len(TEMP_PREFIX):].rsplit("-", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            return False
+        return not _pid_exists(int(parts[1]))
+    return entry.name.startswith("tmp") and entry.stat(follow_symlinks=False).st_mtime < cutoff
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:

@@ -410,6 +410,9 @@ def symlink_escapes(link: Path, root: Path) -> bool:
 # --------------------------------------------------------------------------- JSONL tasks
 
 
+_UNDECODED = re.compile("[\udc80-\udcff]")
+
+
 def read_task_rows(
     path: Path, display_name: str, kind: Kind, root: Path
 ) -> tuple[list[Task], list[Problem], int | None]:
@@ -424,10 +427,17 @@ def read_task_rows(
     except OSError as exc:
         return [], [Problem(display_name, f"cannot be read: {exc.strerror or exc}")], None
     rows = 0
-    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+    # undecodable bytes become lone surrogates, so each such line is named (replaced bytes
+    # would reach the prompt silently) and the others still load, numbered as before
+    for number, line in enumerate(raw.decode("utf-8", errors="surrogateescape").splitlines(),
+                                  start=1):
         if not line.strip():
             continue
         rows += 1
+        if _UNDECODED.search(line):
+            problems.append(Problem(display_name, "is not valid UTF-8 (JSON Lines must be); "
+                                    "re-encode the file", number))
+            continue
         task, row_problems = _parse_row(line, number, display_name, kind, root)
         problems.extend(row_problems)
         if task is not None:
@@ -526,11 +536,18 @@ def _test_id_problems(row: TaskRow, problem: Any) -> list[Problem]:
 
 
 def _fixture_problems(repo: Path, root: Path) -> list[str]:
-    return [
-        f"symlink '{link.relative_to(repo)}' leads outside the protocol directory"
-        for link in fixture_files(repo)
-        if link.is_symlink() and symlink_escapes(link, root)
-    ]
+    """Symlinks leading out, and `.git` files: a vendored submodule's pointer names a
+    repository outside the fixture, which git in the workspace would follow."""
+    problems = []
+    for path in fixture_files(repo):
+        if path.name == ".git" and not path.is_symlink():
+            problems.append(f"'{path.relative_to(repo)}' is a .git file (a submodule or "
+                            "worktree pointer), which points outside the fixture; replace it "
+                            "with the submodule's files or remove it")
+        elif path.is_symlink() and symlink_escapes(path, root):
+            problems.append(f"symlink '{path.relative_to(repo)}' leads outside the protocol "
+                            "directory")
+    return problems
 
 
 # --------------------------------------------------------------------------- whole protocol

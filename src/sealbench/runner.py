@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,11 +34,11 @@ from typing import Any, Literal
 import sealbench
 from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
 from sealbench.environment import sandbox_view
-from sealbench.errors import BadInput, Refused, SealbenchError
+from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.ledger import AttemptRow, Ledger
+from sealbench.ledger import AttemptRow, Ledger, RunRow
 from sealbench.protocol import Protocol, Task, env_name_problem
 from sealbench.report import (
     NotPublishable,
@@ -641,15 +642,31 @@ class Run:
                 if not self.doomed.is_set():
                     self._stopped_check()
                 self._gate(rules)
+        except Unwritable as exc:
+            if not recorded:
+                raise
+            self._left_resumable(str(exc))
+            if not exc.disk_full or self.trial:
+                raise
+            raise Unwritable(f"{exc}".removesuffix("; free space and try again")
+                             + f"; free space and resume with `{self.resume_command()}`",
+                             disk_full=True) from None
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
             if not recorded:
                 raise
-            self.ledger.recover_inflight(self.run_id, f"{type(exc).__name__}: {exc}")
-            self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
-                                      f"{type(exc).__name__}: {exc}")
+            self._left_resumable(f"{type(exc).__name__}: {exc}")
             raise
+
+    def _left_resumable(self, why: str) -> None:
+        """Mark the run interrupted (its attempts in flight too), as far as the ledger can
+        still be written: on a full disk it may not be, and the run, whose owner is gone, is
+        resumable all the same. The error that got here is the one reported."""
+        with suppress(Unwritable, sqlite3.Error):
+            self.ledger.recover_inflight(self.run_id, why)
+            self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
+                                      why)
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
@@ -937,9 +954,10 @@ def _check_new_run_id(ledger: Ledger, run_id: str | None) -> None:
 
 def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: Ledger,
            options: RunOptions | None = None, on_event: Event = lambda _kind, _data: None,
-           control: RunControl | None = None) -> RunResult:
+           control: RunControl | None = None, force: bool = False) -> RunResult:
     """Continue a killed or stopped run; refused unless the protocol identity and the solver
-    command are the ones it began with. Changes nothing when refused."""
+    command are the ones it began with. Changes nothing when refused. `force`: take over a
+    run whose recorded owner pid is alive but provably not sealbench (a reused pid)."""
     options = options or RunOptions()
     if options.trial:
         raise BadInput("--task and --limit start a new trial; they cannot be given with "
@@ -954,8 +972,7 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
         raise Refused(f"run {run_id} is {row.state}; there is nothing to resume"
                       + (f" ({row.reason})" if row.reason else ""))
     if row.state == "running" and _alive(row.options):
-        raise Refused(f"run {run_id} is still running (pid {row.options.get('pid')} on "
-                      f"{row.options.get('host')}); stop it before resuming")
+        _check_takeover(ledger, row, force=force)
     sealed = verify(directory, ledger=ledger)
     if sealed.identity != row.identity:
         raise Refused(f"run {run_id} began under protocol identity {row.identity}; "
@@ -1033,6 +1050,41 @@ def resumable_refusal(ledger: Ledger, run_id: str) -> list[AttemptRow] | None:
            for c in gate.controls):
         return None
     return infra
+
+
+def _check_takeover(ledger: Ledger, row: RunRow, *, force: bool) -> None:
+    """A 'running' run whose owner pid is alive on this host: refused, one line saying why;
+    with --force taken over only when that process is provably not sealbench (the pid was
+    reused): its command line does not name sealbench and it holds the ledger not open."""
+    pid, host = row.options.get("pid"), row.options.get("host")
+    owner = f"pid {pid} on {host}"
+    if not force:
+        raise Refused(f"run {row.run_id} is still running ({owner}); stop it before resuming, "
+                      f"or, if pid {pid} is not sealbench (a reused pid), add --force")
+    assert isinstance(pid, int)  # _alive said so
+    why = sealbench_process(pid, ledger.path)
+    if why is not None:
+        raise Refused(f"--force: run {row.run_id} is not taken over: {owner} {why}; stop it "
+                      "before resuming")
+
+
+def sealbench_process(pid: int, ledger_path: Path) -> str | None:
+    """Why the live process pid may be sealbench (its command line names sealbench, it holds
+    the ledger open, or /proc does not let us see), or None when it provably is not."""
+    proc = Path("/proc") / str(pid)
+    try:
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+        fds = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+    except FileNotFoundError:
+        return None  # gone meanwhile
+    except OSError as exc:
+        return f"cannot be inspected ({exc.strerror or exc}), so it may be sealbench"
+    if any(b"sealbench" in arg for arg in argv):
+        return "is a sealbench process (its command line names sealbench)"
+    db = str(ledger_path.resolve())
+    if any(fd in (db, db + "-wal", db + "-shm") for fd in fds):
+        return "holds this ledger open"
+    return None
 
 
 def _alive(options: dict[str, Any]) -> bool:

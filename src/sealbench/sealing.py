@@ -208,35 +208,119 @@ def check_declared_digests(protocol: Protocol, files: list[LockedFile]) -> list[
 
 
 def render_sealed(protocol: Protocol, files: list[LockedFile]) -> str:
-    """protocol.yaml with each digest spliced in place, comments and layout kept; a YAML dump
-    only when a sha256 key is absent and there is no place to splice into."""
+    """protocol.yaml with each digest spliced in place, every comment and the layout kept: a
+    `sha256` value is replaced where it is written (an alias or anchor included), a missing
+    `sha256` key is inserted into its section. The result is parsed again and must mean the
+    source with the digests filled in, every comment still there; otherwise one line naming
+    the file, line and construct (never a sealed file that says something else)."""
     digests = {
         section: _digest_of(files, getattr(getattr(protocol.spec, section), key), protocol.root)
         for section, key in digest_fields(protocol.spec)
     }
-    spans = _sha256_spans(protocol.text, tuple(digests))
-    if set(spans) == set(digests):
-        text = protocol.text
-        for section, (start, end) in sorted(spans.items(), key=lambda kv: -kv[1][0]):
-            text = text[:start] + f'"{digests[section]}"' + text[end:]
-        return text
-    data = sealed_spec_dict(protocol.spec)
+    edits: list[tuple[int, int, str]] = []
     for section, digest in digests.items():
-        data[section]["sha256"] = digest
-    return str(yaml.safe_dump(data, sort_keys=False))
+        edits.append(_digest_edit(protocol.text, section, digest))
+    text = protocol.text
+    for start, end, replacement in sorted(edits, key=lambda e: -e[0]):
+        text = text[:start] + replacement + text[end:]
+    _check_rendered(protocol, text, digests)
+    return text
 
 
-def _sha256_spans(text: str, sections: tuple[str, ...]) -> dict[str, tuple[int, int]]:
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    spans: dict[str, tuple[int, int]] = {}
-    if not isinstance(root, yaml.MappingNode):
-        return spans
-    for key, value in root.value:
-        if key.value in sections and isinstance(value, yaml.MappingNode):
-            for inner_key, inner in value.value:
-                if inner_key.value == "sha256" and isinstance(inner, yaml.ScalarNode):
-                    spans[key.value] = (inner.start_mark.index, inner.end_mark.index)
-    return spans
+_Tree = Any  # an event, or (start event, children, end event) for a mapping or sequence
+
+
+def _event_tree(events: list[yaml.Event], i: int) -> tuple[_Tree, int]:
+    """The node at events[i] as a tree of parser events (which, unlike composed nodes, keep
+    where each alias occurrence is written), and the index after it."""
+    event = events[i]
+    if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+        end_type = yaml.MappingEndEvent if isinstance(event, yaml.MappingStartEvent) \
+            else yaml.SequenceEndEvent
+        children: list[_Tree] = []
+        i += 1
+        while not isinstance(events[i], end_type):
+            child, i = _event_tree(events, i)
+            children.append(child)
+        return (event, children, events[i]), i + 1
+    return event, i + 1
+
+
+def _section_tree(text: str, section: str) -> _Tree | None:
+    events = list(yaml.parse(text, Loader=yaml.SafeLoader))
+    root, _ = _event_tree(events, 2)  # after StreamStart, DocumentStart
+    if not isinstance(root, tuple) or not isinstance(root[0], yaml.MappingStartEvent):
+        return None
+    pairs = root[1]
+    for key, value in zip(pairs[::2], pairs[1::2], strict=True):
+        if isinstance(key, yaml.ScalarEvent) and key.value == section:
+            return value
+    return None
+
+
+def _digest_edit(text: str, section: str, digest: str) -> tuple[int, int, str]:
+    """Where and what to write for one section's digest: (start, end, replacement)."""
+    quoted = f'"{digest}"'
+    value = _section_tree(text, section)
+    where = value[0] if isinstance(value, tuple) else value
+    line = where.start_mark.line + 1 if where is not None else None
+    if not isinstance(value, tuple) or not isinstance(value[0], yaml.MappingStartEvent):
+        what = "is an alias of another node" if isinstance(value, yaml.AliasEvent) \
+            else "is not a mapping"
+        raise BadInput("", [Problem(PROTOCOL_FILE, f"section {section} {what}, which the "
+                                    "sealed-file writer cannot fill in; write it out as a "
+                                    "mapping", line, section)])
+    start_event, children, _end = value
+    for key, inner in zip(children[::2], children[1::2], strict=True):
+        if isinstance(key, yaml.ScalarEvent) and key.value == "sha256":
+            if isinstance(inner, tuple):
+                raise BadInput("", [Problem(PROTOCOL_FILE, "must be a digest or PENDING_SEAL",
+                                            line, f"{section}.sha256")])
+            start, end = inner.start_mark.index, inner.end_mark.index
+            end = start + len(text[start:end].rstrip())  # a block scalar's line breaks stay
+            return start, end, quoted
+    if start_event.flow_style:  # `{path: x}`: the key goes first, after the brace
+        at = start_event.start_mark.index + 1
+        return at, at, f"sha256: {quoted}, "
+    first = children[0].start_mark if children else None
+    if first is None or text[first.index - first.column:first.index].strip():
+        raise BadInput("", [Problem(PROTOCOL_FILE, "has no sha256 key and no line it can be "
+                                    "inserted on; add `sha256: PENDING_SEAL` to the section",
+                                    line, f"{section}.sha256")])
+    at = first.index - first.column
+    return at, at, f"{' ' * first.column}sha256: {quoted}\n"
+
+
+def _comments(text: str) -> list[str]:
+    """Lines that are whole comments, the ones a careless writer would lose."""
+    return sorted(line.strip() for line in text.splitlines() if line.lstrip().startswith("#"))
+
+
+def _check_rendered(protocol: Protocol, text: str, digests: dict[str, str]) -> None:
+    """The sealed text must parse to the source with only the digests changed, and keep every
+    comment line; else one line saying so (an alias of a digest shared with another field,
+    say), before anything is written."""
+    expected = yaml.safe_load(protocol.text)
+    for section, digest in digests.items():
+        expected[section] = {**expected[section], "sha256": digest}
+    try:
+        rendered = yaml.safe_load(text)
+    except yaml.YAMLError:
+        rendered = None
+    if rendered != expected:
+        changed = sorted(k for k in expected.keys() | (rendered or {}).keys()
+                         if not isinstance(rendered, dict) or rendered.get(k) != expected.get(k))
+        field = changed[0] if changed else None
+        raise BadInput("", [Problem(
+            PROTOCOL_FILE, "filling in the digests would change other fields (an anchor on a "
+            "sha256 value that something else aliases?); write each `sha256: PENDING_SEAL` "
+            "plainly, without anchors or aliases",
+            line_of(protocol.lines, (field,)) if field else None, field)])
+    kept = _comments(text)
+    lost = [c for c in _comments(protocol.text) if c not in kept]
+    if lost:
+        raise BadInput("", [Problem(PROTOCOL_FILE, f"filling in the digests would drop the "
+                                    f"comment {lost[0]!r}; write each sha256 on its own line")])
 
 
 def write_atomic(path: Path, text: str) -> None:
