@@ -330,3 +330,24 @@ def test_git_missing_from_path_at_seal_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("sealbench: git could not start")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_run_report_and_export_never_overwrite_the_ledger(world: World) -> None:
+    """A careless `--report` or `-o` naming the ledger (or a file in its artifact store) is one
+    line, exit 2, and the ledger is left byte for byte."""
+    before = world.ledger.read_bytes()
+    artifact = next(p for p in world.ledger.with_name(world.ledger.name + ".artifacts")
+                    .rglob("*") if p.is_file())
+    cases = [("run", world.proto, "--solver", world.solver, "--quiet", "--sandbox", "none",
+              "--ledger", world.ledger, "--report", world.ledger),
+             ("run", world.proto, "--solver", world.solver, "--quiet", "--sandbox", "none",
+              "--ledger", world.ledger, "--report", artifact.with_name("report.json")),
+             ("export", "r1", "--ledger", world.ledger, "-o", world.ledger),
+             ("export", "r1", "--ledger", world.ledger, "-o", artifact)]
+    for args in cases:
+        done = _sealbench(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        _assert_one_line(done)
+        assert "ledger" in done.stderr
+    assert world.ledger.read_bytes() == before
+

@@ -935,11 +935,26 @@ def _new_run(directory: Path | str, solver_command: str, ledger: Ledger, options
     """What a run and a trial share before their first attempt: checked options, a fresh run
     id, the protocol verified and its identity registered."""
     _check_options(options)
+    _check_report_files(options.report_path, ledger)
     _check_new_run_id(ledger, run_id)
     sealed = verify(directory, ledger=ledger)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
     return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
                run_id)
+
+
+def _check_report_files(report: Path | None, ledger: Ledger) -> None:
+    """`--report FILE` (and the .md and .html beside it) must not overwrite the ledger or its
+    artifacts, which the report is computed from. One line, exit 2."""
+    if report is None:
+        return
+    db = ledger.path.resolve()
+    kept = {db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")}
+    for suffix in (".json", ".md", ".html"):
+        target = (report if suffix == ".json" else report.with_suffix(suffix)).resolve()
+        if target in kept or target.is_relative_to(ledger.artifacts.resolve()):
+            raise BadInput(f"--report {report}: would overwrite {target}, a file of the "
+                           f"ledger {ledger.path}; name another file")
 
 
 def _check_new_run_id(ledger: Ledger, run_id: str | None) -> None:
@@ -963,6 +978,7 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
         raise BadInput("--task and --limit start a new trial; they cannot be given with "
                        "--resume")
     _check_options(options)
+    _check_report_files(options.report_path, ledger)
     row = ledger.run(run_id)
     if row.trial:
         raise Refused(f"run {run_id} is a trial; trials are not resumable: start a new one "
