@@ -273,3 +273,21 @@ def test_a_missing_artifact_is_one_line(tmp_path: Path) -> None:
     (ledger.artifacts / digest[:2] / digest).unlink()
     with pytest.raises(Refused, match="is missing"):
         ledger.get_artifact(digest)
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "RUN"], ["report", "RUN"],
+                                     ["export", "RUN"]])
+def test_a_damaged_ledger_is_one_line(published, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                      command: list[str]) -> None:
+    """Pages overwritten in the middle of the file: whatever SQLite notices, and when, it is
+    one line, exit 2 or 3, never a traceback."""
+    ledger_path, _report, run_id = published
+    Ledger(ledger_path).db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(ledger_path.read_bytes())
+    for page in range(2, len(data) // 4096):
+        data[page * 4096 + 100:page * 4096 + 400] = b"\xa5" * 300
+    ledger_path.write_bytes(bytes(data))
+    args = [run_id if part == "RUN" else part for part in command]
+    done = _ledger_cli(*args, "--ledger", ledger_path)
+    assert done.returncode in (2, 3), done.stderr
+    assert done.stderr.startswith("sealbench: ") and done.stderr.count("\n") == 1, done.stderr

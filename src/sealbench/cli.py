@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +134,10 @@ def _errors() -> Iterator[None]:
         sys.exit(EXIT_REFUSED)
     except OSError as exc:  # a path the user named, or the machine refusing it
         _exit_with(path_error(exc))
+    except sqlite3.DatabaseError as exc:  # damaged past what opening it could see
+        err.print(f"sealbench: the ledger cannot be read or written ({exc}); if it is damaged, "
+                  "restore it from a copy", markup=False)
+        sys.exit(EXIT_REFUSED)
     except SealbenchError as exc:
         _exit_with(exc)
 
