@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 import pytest
 from test_swebench import _instance, make_repo, split_fix
-from toy import make_protocol, write_solver
+from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.cli import main
 
@@ -351,3 +351,18 @@ def test_run_report_and_export_never_overwrite_the_ledger(world: World) -> None:
         assert "ledger" in done.stderr
     assert world.ledger.read_bytes() == before
 
+
+
+def test_an_unwritable_artifact_store_mid_run_is_one_line(world: World) -> None:
+    """The artifact store on a read-only mount (the ledger itself writable): the first attempt
+    to store a diff ends the run with one line naming the store, exit 3."""
+    artifacts = world.ledger.with_name(world.ledger.name + ".artifacts")
+    noisy = write_solver(world.base / "noisy", SOLVER + "\nprint(os.urandom(8).hex())\n")
+    done = _sealbench("run", world.proto, "--solver", noisy, "--quiet", "--sandbox",
+                      "none", "--ledger", world.ledger, "--run-id", "ro-artifacts",
+                      ro=(artifacts,))
+    assert done.returncode == 3, done.stderr
+    _assert_one_line(done)
+    assert f"sealbench: {artifacts}/" in done.stderr
+    assert "cannot store an artifact: Read-only file system" in done.stderr
+    assert "then resume with `sealbench run" in done.stderr

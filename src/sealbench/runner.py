@@ -646,11 +646,13 @@ class Run:
             if not recorded:
                 raise
             self._left_resumable(str(exc))
-            if not exc.disk_full or self.trial:
+            if self.trial:
                 raise
-            raise Unwritable(f"{exc}".removesuffix("; free space and try again")
-                             + f"; free space and resume with `{self.resume_command()}`",
-                             disk_full=True) from None
+            if exc.disk_full:
+                raise Unwritable(f"{exc}".removesuffix("; free space and try again")
+                                 + f"; free space and resume with `{self.resume_command()}`",
+                                 disk_full=True) from None
+            raise Unwritable(f"{exc}; then resume with `{self.resume_command()}`") from None
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
