@@ -335,3 +335,14 @@ def test_aliases_are_sealed_or_refused_in_one_line(toy: Path, tmp_path: Path, cl
         return
     assert done.exit_code == 2
     assert done.stderr.startswith("sealbench: ") and "Traceback" not in done.stderr
+
+
+def test_a_flow_section_without_sha256_gets_one_inserted(toy: Path, tmp_path: Path) -> None:
+    text = (toy / "protocol.yaml").read_text().replace(
+        'metric:\n  module: ./metric.py\n  sha256: "PENDING_SEAL"\n',
+        "metric: {module: ./metric.py}  # written inline\n")
+    (toy / "protocol.yaml").write_text(text)
+    result = seal(toy, ledger=Ledger(tmp_path / "l.sqlite"), check_instrument=False)
+    digest = _digests(toy)["metric"]
+    assert f'metric: {{sha256: "{digest}", module: ./metric.py}}  # written inline\n' \
+        in result.sealed_path.read_text()
