@@ -27,8 +27,6 @@ from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.cli import main
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
-
 # kinds of bad path
 MISSING = "missing"  # the path does not exist
 NO_PARENT = "missing-parent"  # nor does its parent directory
@@ -298,6 +296,8 @@ def _assert_one_line(done: subprocess.CompletedProcess[str]) -> None:
     assert all(line.startswith("  ") for line in lines[1:]), done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.sandbox
 @pytest.mark.parametrize(("command", "param", "kind", "expected"), CASES,
                          ids=[f"{c}-{p}-{k}" for c, p, k, _ in CASES])
 def test_bad_path_is_one_line_and_exit_2_or_3(world: World, tmp_path: Path, command: str,
@@ -319,6 +319,8 @@ def test_bad_path_is_one_line_and_exit_2_or_3(world: World, tmp_path: Path, comm
             "a file that is not a ledger was overwritten"
 
 
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_git_missing_from_path_at_seal_is_one_line(tmp_path: Path) -> None:
     """InfrastructureError (the harness failed, not the protocol) is exit 3, one line."""
     proto = make_protocol(tmp_path / "proto")
@@ -332,6 +334,8 @@ def test_git_missing_from_path_at_seal_is_one_line(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_run_report_and_export_never_overwrite_the_ledger(world: World) -> None:
     """A careless `--report` or `-o` naming the ledger (or a file in its artifact store) is one
     line, exit 2, and the ledger is left byte for byte."""
@@ -353,6 +357,8 @@ def test_run_report_and_export_never_overwrite_the_ledger(world: World) -> None:
 
 
 
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_an_unwritable_artifact_store_mid_run_is_one_line(world: World) -> None:
     """The artifact store on a read-only mount (the ledger itself writable): the first attempt
     to store a diff ends the run with one line naming the store, exit 3."""
