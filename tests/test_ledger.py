@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -291,3 +292,22 @@ def test_a_damaged_ledger_is_one_line(published, tmp_path: Path,  # type: ignore
     done = _ledger_cli(*args, "--ledger", ledger_path)
     assert done.returncode in (2, 3), done.stderr
     assert done.stderr.startswith("sealbench: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_opening_the_ledger_again_in_one_process_keeps_its_sqlite_locks(tmp_path: Path) -> None:
+    """Opening a ledger again in one process (as tests and API users do) leaves the first
+    connection working while another process writes. (Opening must never open() and close()
+    the database file itself, which drops this process's POSIX locks on it; this test does not
+    reliably catch that: tests/test_resume.py::test_ctrl_c_stops_cleanly_and_resume_completes
+    did, with a malformed ledger.)"""
+    path = tmp_path / "l.sqlite"
+    first = Ledger(path)
+    first.register_protocol("a", "sha256:x", ".")
+    Ledger(path, create=False, readonly=True).close()
+    Ledger(path).close()
+    script = ("import sys; from sealbench.ledger import Ledger; "
+              "Ledger(sys.argv[1]).register_protocol('b', 'sha256:y', '.')")
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
+    assert first.protocol_identity("b") == "sha256:y"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,7 +29,6 @@ from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable, path
 SCHEMA_VERSION = 2
 DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
 GENESIS = "0" * 64
-SQLITE_HEADER = b"SQLite format 3\x00"
 # artifact temp files are named `.tmp-HOST-PID-*`: a killed writer's are swept (ledger opened
 # for writing) once its process is gone; the unnamed `tmp*` of older versions after an hour
 TEMP_PREFIX = ".tmp-"
@@ -460,16 +460,16 @@ def check_ledger_path(path: Path, *, create: bool) -> bool:
             raise BadInput(f"{path}: ledger not found (give --ledger PATH or run a command "
                            "that creates it)")
         return False
-    if not path.is_file():  # before opening it: reading a FIFO would wait for ever
+    # stat only, never open(): closing any descriptor of the database file drops the POSIX
+    # locks every SQLite connection of this process holds on it, and another process could
+    # then checkpoint and reset the WAL under them (a corrupt ledger). SQLite itself refuses
+    # a file without its header; a SQLite file of something else has no schema version.
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would wait for ever
         raise BadInput(f"{path}: is not a regular file, so not a sealbench ledger")
-    with path.open("rb") as handle:
-        head = handle.read(len(SQLITE_HEADER))
-    if not head:
+    if info.st_size == 0:  # SQLite would take it for a new, empty database and fill it
         raise BadInput(f"{path}: is an empty file, not a sealbench ledger (truncated?); it "
                        "is left as it is: restore it from a copy or give another --ledger")
-    if head != SQLITE_HEADER:
-        raise BadInput(f"{path}: is not a sealbench ledger (no SQLite header); it is left as "
-                       "it is: give another --ledger")
     return True
 
 
