@@ -281,6 +281,8 @@ BLOCK_EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      "'signature.public_key'"),
     ("value truncated", lambda s: s["signature"].__setitem__("value", "AAAA"),
      "'signature.value'"),
+    ("an unsigned field added", lambda s: s["signature"].__setitem__("signed_by", "ACME Labs"),
+     "unknown field(s) 'signed_by', which nothing signs"),
     ("fingerprint edited", lambda s: s["signature"].__setitem__("key_fingerprint", "0" * 64),
      "'signature.key_fingerprint'"),
     ("value of another report", lambda s: s["signature"].__setitem__(
@@ -457,6 +459,30 @@ def test_sign_without_a_sandbox_or_with_the_key_in_home_from_is_refused(
     copied = cli("run", toy, "--solver", toy_solver, "--home-from", home, "--sign", home / "k")
     assert copied.exit_code == 2 and "holds the signing key" in copied.stderr
     assert _runs(cli) == []
+
+
+def test_no_file_sealbench_writes_may_be_the_key(cli: Any, toy: Path, toy_solver: str,
+                                                 cli_key: Path) -> None:
+    """--report (the JSON itself, or the .md/.html beside it) and --events are written over:
+    naming the key or its .pub would destroy it."""
+    assert cli("seal", toy).exit_code == 0
+    before = cli_key.read_bytes(), public_path(cli_key).read_bytes()
+    for flag, path in (("--report", cli_key), ("--report", cli_key.with_suffix(".json")),
+                       ("--report", public_path(cli_key)), ("--events", cli_key),
+                       ("--events", public_path(cli_key))):
+        result = cli("run", toy, "--solver", toy_solver, "--sign", cli_key, flag, path)
+        if path.suffix == ".json":
+            assert result.exit_code == 0, result.stderr  # cli.json, cli.md, cli.html: not the key
+            continue
+        assert result.exit_code == 2, (flag, path, result.stderr)
+        assert "name another file" in result.stderr
+    assert (cli_key.read_bytes(), public_path(cli_key).read_bytes()) == before
+    # --report x.json writes x.md beside it: a key named x.md is caught too
+    md_key = cli_key.with_name("signing.md")
+    cli_key.rename(md_key)
+    result = cli("run", toy, "--solver", toy_solver, "--sign", md_key, "--report",
+                 md_key.with_suffix(".json"))
+    assert result.exit_code == 2 and "is the signing key" in result.stderr
 
 
 def test_resume_of_a_signed_run_needs_the_same_key(cli: Any, toy: Path, toy_solver: str,

@@ -70,6 +70,7 @@ from sealbench.signing import (
     SIGNING_KEY_ENV,
     PublicKey,
     SigningKey,
+    check_not_a_key,
     check_signature,
     generate,
     load_public_key,
@@ -401,6 +402,8 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
     trial = bool(tasks) or limit is not None
     with _errors():  # a bad key is found now, not after the whole run
         signer, hidden = _run_signer(sign_path, trial=trial, hidden=hidden)
+        if events_path is not None:
+            check_not_a_key("--events", events_path, sign_path)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
                          hide=hidden, expose=expose, find_links=find_links, env=env,

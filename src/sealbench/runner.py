@@ -51,7 +51,7 @@ from sealbench.report import (
 from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect, regular_file_head, symlink_chain
 from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
-from sealbench.signing import SigningKey, sign_report
+from sealbench.signing import SigningKey, check_not_a_key, sign_report
 from sealbench.solver import AttemptResult, CommandSolver
 from sealbench.stats import derive_seed
 from sealbench.verifier import VerifierRun
@@ -902,6 +902,9 @@ def _check_options(options: RunOptions) -> None:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
+    if report is not None:
+        for written in (report, report.with_suffix(".md"), report.with_suffix(".html")):
+            check_not_a_key("--report", written, options.signer.path if options.signer else None)
     if options.signer is not None and options.trial:
         raise BadInput(f"--sign {options.signer.path}: a trial (--task, --limit) writes no "
                        "report to sign")

@@ -33,6 +33,7 @@ ALGORITHM = "ed25519"
 SIGNATURE_FIELD = "signature"  # the report key holding the signature block
 SIGNING_KEY_ENV = "SEALBENCH_SIGNING_KEY"  # `run --sign` / `report --sign` default
 PUBLIC_SUFFIX = ".pub"
+BLOCK_FIELDS = frozenset({"algorithm", "public_key", "key_fingerprint", "value"})
 _KEY_FILE_LIMIT = 64 * 1024  # a PEM Ed25519 key is ~120 bytes: anything far larger is not one
 
 
@@ -78,6 +79,18 @@ def fingerprint(raw_public_key: bytes) -> str:
 def public_path(private_path: Path) -> Path:
     """KEY -> KEY.pub, beside it."""
     return private_path.with_name(private_path.name + PUBLIC_SUFFIX)
+
+
+def check_not_a_key(flag: str, given: Path, key: Path | None) -> None:
+    """A file sealbench writes (`--report` and its .md/.html, `--events`) must never be the
+    signing key (at path `key`) or its public half: writing it would destroy the key. One
+    line, exit 2."""
+    if key is None:
+        return
+    path = given.resolve()
+    for what, kept in (("the signing key", key), ("its public key", public_path(key))):
+        if path == kept.resolve():
+            raise BadInput(f"{flag} {given}: is {what} ({kept}); name another file")
 
 
 # --------------------------------------------------------------------------- key files
@@ -280,6 +293,9 @@ def _parse_block(block: Any) -> tuple[PublicKey, bytes] | str:
     where = f"field '{SIGNATURE_FIELD}"
     if not isinstance(block, dict):
         return f"{where}': not an object"
+    extra = sorted(set(block) - BLOCK_FIELDS)
+    if extra:  # unsigned words beside the signature ("signed_by": ...) would read as vouched
+        return f"{where}': unknown field(s) {', '.join(map(repr, extra))}, which nothing signs"
     if block.get("algorithm") != ALGORITHM:
         return f"{where}.algorithm': {block.get('algorithm')!r}, sealbench checks {ALGORITHM!r}"
     raw = _b64(block.get("public_key"), 32)
