@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -413,6 +414,25 @@ def test_run_sign_then_verify_report_pubkey_exit_codes(cli: Any, toy: Path, toy_
     assert cli("verify-report", recomputed, "--pubkey", public_path(cli_key)).exit_code == 0
     md = cli("report", run_id, "--format", "md", "--sign", cli_key)
     assert md.exit_code == 2 and "--format json only" in md.stderr
+
+
+def test_report_sign_refuses_records_that_do_not_verify(cli: Any, toy: Path, toy_solver: str,
+                                                        cli_key: Path) -> None:
+    """A signature vouches for the chain head: an attempt record edited in the ledger (chain
+    not recomputed) is not signed, exit 3 naming the record."""
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--quiet")
+    assert result.exit_code == 0, result.stderr
+    run_id = _runs(cli)[0]["run_id"]
+    db = sqlite3.connect(os.environ["SEALBENCH_LEDGER"], isolation_level=None)
+    text = db.execute("SELECT record FROM attempts WHERE run_id=? AND seq=4",
+                      (run_id,)).fetchone()[0]
+    db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=4",
+               (text.replace('"duration": ', '"duration": 1'), run_id))
+    db.close()
+    signed = cli("report", run_id, "--sign", cli_key)
+    assert signed.exit_code == 3
+    assert "attempt seq 4" in signed.stderr and "signature" not in signed.stdout
 
 
 def test_a_bad_key_is_refused_before_the_run_starts(cli: Any, toy: Path, toy_solver: str,

@@ -494,9 +494,18 @@ def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | No
                 f"run {run_id} has no publishable report ({run_row.state}): {exc}"
             ) from None
         if signer is not None:
+            _signable(ledger, run_id, data)
             data = sign_report(data, signer)
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
     out.print(terminal_safe(render(data)), markup=False, end="")
+
+
+def _signable(ledger: Ledger, run_id: str, data: dict[str, Any]) -> None:
+    """A signature vouches for the records too: never sign a report whose run's chain or
+    artifacts do not verify (exit 3, each problem named)."""
+    problems = verify_report(data, ledger)
+    if problems:
+        raise Refused(f"run {run_id}: its records do not verify; not signing", problems)
 
 
 def _report_signer(sign_path: Path | None, fmt: str) -> SigningKey | None:

@@ -835,6 +835,7 @@ class Run:
             raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         if self.options.signer is not None:  # the files carry it; the ledger's copy does not
+            self._check_signable()
             report = sign_report(report, self.options.signer)
         json_path = self.report_path
         md_path = json_path.with_suffix(".md")
@@ -851,6 +852,16 @@ class Run:
                                 "ci95": report["ci95"], "ci_method": report["ci_method"],
                                 "report": str(json_path)})
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+
+
+    def _check_signable(self) -> None:
+        """The signature covers the chain head: never vouch for a chain that does not verify
+        (records edited under a running or resumed run). The run stays published in the
+        ledger, unsigned; exit 3 naming each bad link."""
+        problems = self.ledger.verify_chain(self.run_id)
+        if problems:
+            raise Refused(f"run {self.run_id}: its hash chain does not verify; the report is "
+                          "not signed", problems)
 
 
 class Tally:
