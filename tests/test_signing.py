@@ -400,7 +400,10 @@ def test_run_sign_then_verify_report_pubkey_exit_codes(cli: Any, toy: Path, toy_
 
     unsigned = tmp_path / "unsigned.json"
     unsigned.write_text(to_json({k: v for k, v in data.items() if k != "signature"}))
-    assert cli("verify-report", unsigned).exit_code == 0  # still a true report
+    stripped = cli("verify-report", unsigned)
+    assert stripped.exit_code == 0  # still a true report; the run header says it was signed
+    assert f"published a report signed by key {fp}; this copy carries no signature" \
+        in stripped.stdout
     nosig = cli("verify-report", unsigned, "--pubkey", public_path(cli_key))
     assert nosig.exit_code == 3 and "not signed" in nosig.stderr
 

@@ -789,6 +789,10 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
               f"(run {data['run_id']}, {data['records']['attempts']} attempts)\n"
               f"{signature.summary()}", markup=False)
+    began = ledger.run(data["run_id"]).options.get("signing_key")
+    if not signature.signed and began:  # e.g. recomputed by `report`, or stripped
+        out.print(f"note: run {data['run_id']} published a report signed by key {began}; "
+                  "this copy carries no signature", markup=False)
 
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
