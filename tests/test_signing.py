@@ -30,7 +30,7 @@ from sealbench.runner import RunControl, RunInterrupted, RunOptions, _check_same
 from sealbench.signing import (
     SigningKey,
     check_signature,
-    generate,
+    generate_key,
     load_public_key,
     load_signing_key,
     parse_report,
@@ -44,12 +44,12 @@ GOLDEN = Path(__file__).parent / "data" / "golden_report.json"
 @pytest.fixture
 def key(tmp_path: Path) -> SigningKey:
     (tmp_path / "keys").mkdir()
-    return generate(tmp_path / "keys" / "sign.key")[0]
+    return generate_key(tmp_path / "keys" / "sign.key")[0]
 
 
 @pytest.fixture
 def attacker(tmp_path: Path) -> SigningKey:
-    return generate(tmp_path / "attacker.key")[0]
+    return generate_key(tmp_path / "attacker.key")[0]
 
 
 def _golden() -> dict[str, Any]:
@@ -60,7 +60,7 @@ def _golden() -> dict[str, Any]:
 
 
 def test_keygen_writes_a_0600_private_key_and_a_public_key_beside_it(tmp_path: Path) -> None:
-    made, pub = generate(tmp_path / "k")
+    made, pub = generate_key(tmp_path / "k")
     assert pub == tmp_path / "k.pub"
     assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "k").read_text().startswith("-----BEGIN PRIVATE KEY-----")
@@ -73,14 +73,14 @@ def test_keygen_writes_a_0600_private_key_and_a_public_key_beside_it(tmp_path: P
 def test_keygen_never_overwrites_either_file(tmp_path: Path, existing: str) -> None:
     (tmp_path / existing).write_text("precious")
     with pytest.raises(BadInput, match=f"{existing} exists"):
-        generate(tmp_path / "k")
+        generate_key(tmp_path / "k")
     assert (tmp_path / existing).read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == [existing]  # nothing else written
 
 
 def test_keygen_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="is not a directory"):
-        generate(tmp_path / "nowhere" / "k")
+        generate_key(tmp_path / "nowhere" / "k")
 
 
 def _rsa_pem() -> bytes:
@@ -103,7 +103,7 @@ PRIVATE_CASES: list[tuple[str, Callable[[Path], None], str]] = [
     ("empty", lambda p: p.write_bytes(b""), "not a PEM private key"),
     ("garbled", lambda p: p.write_bytes(b"-----BEGIN PRIVATE KEY-----\nAAAA\n"),
      "not a PEM private key"),
-    ("a public key", lambda p: shutil.copy(generate(p.with_name("x"))[1], p),
+    ("a public key", lambda p: shutil.copy(generate_key(p.with_name("x"))[1], p),
      "holds a public key"),
     ("an RSA key", lambda p: p.write_bytes(_rsa_pem()), "holds a RSA key"),
     ("an encrypted key", lambda p: p.write_bytes(_encrypted_pem()), "is encrypted"),
@@ -135,7 +135,7 @@ def test_a_key_other_users_may_read_is_refused(key: SigningKey) -> None:
 PUBLIC_CASES: list[tuple[str, Callable[[Path], None], str]] = [
     ("missing", lambda p: None, "no such file"),
     ("garbled", lambda p: p.write_bytes(b"hello"), "not a PEM public key"),
-    ("a private key", lambda p: generate(p), "holds a private key"),
+    ("a private key", lambda p: generate_key(p), "holds a private key"),
     ("an RSA key", lambda p: p.write_bytes(rsa.generate_private_key(
         public_exponent=65537, key_size=1024).public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)),
@@ -333,7 +333,7 @@ def test_a_resume_signs_with_the_key_the_run_began_with(
 
 
 def _other_key(beside: Path) -> SigningKey:
-    return generate(beside.with_name("other.key"))[0]
+    return generate_key(beside.with_name("other.key"))[0]
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -601,7 +601,7 @@ def test_the_signing_key_is_never_visible_to_the_solver(base: Path,
     proto, ledger = sealed_toy(base, timeout=60)
     keys = base / "keys"
     keys.mkdir()
-    key, pub = generate(keys / "sign.key")
+    key, pub = generate_key(keys / "sign.key")
     (keys / "alias.key").symlink_to(key.path)  # the path it is given is a symlink to the key
     monkeypatch.setenv("SEALBENCH_SIGNING_KEY", str(key.path))
     command = hostile_solver(base / "agent", before=HUNT, key=str(key.path), blind=False)

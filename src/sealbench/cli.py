@@ -72,7 +72,7 @@ from sealbench.signing import (
     SigningKey,
     check_not_a_key,
     check_signature,
-    generate,
+    generate_key,
     load_public_key,
     load_signing_key,
     parse_report,
@@ -202,7 +202,7 @@ def verify(directory: Path, ledger_path: Path | None) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 def keygen(path: Path) -> None:
     with _errors():
-        key, public = generate(path)
+        key, public = generate_key(path)
     out.print(f"private key {path} (keep it; never share it)\npublic key  {public}\n"
               f"fingerprint {key.fingerprint}", markup=False)
 

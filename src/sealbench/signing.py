@@ -96,7 +96,7 @@ def check_not_a_key(flag: str, given: Path, key: Path | None) -> None:
 # --------------------------------------------------------------------------- key files
 
 
-def generate(path: Path) -> tuple[SigningKey, Path]:
+def generate_key(path: Path) -> tuple[SigningKey, Path]:
     """Write a new key pair: the private key at `path` (PEM PKCS8, mode 0600, created so that no
     other mode ever exists) and its public key at `path`.pub (PEM). Never overwrites: an existing
     file at either path is one line, exit 2, and nothing is written."""
