@@ -391,6 +391,13 @@ def test_run_sign_then_verify_report_pubkey_exit_codes(cli: Any, toy: Path, toy_
     assert bad.exit_code == 3
     assert "the signature does not match the content" in bad.stderr
 
+    # one byte of the format: still the signature's business (exit 3), not "bad input"
+    changed.write_text(text.replace("sealbench-report/v", "sealbench-report/w"))
+    fmt = cli("verify-report", changed, "--pubkey", public_path(cli_key))
+    assert fmt.exit_code == 3
+    assert "the signature does not match the content" in fmt.stderr
+    assert "field 'format'" in fmt.stderr
+
     other = tmp_path / "other.key"
     assert cli("keygen", other).exit_code == 0
     wrong = cli("verify-report", report, "--pubkey", public_path(other))

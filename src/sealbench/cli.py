@@ -772,9 +772,15 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
             data = parse_report(report_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise BadInput(f"{report_file}: not a readable report ({exc})") from None
-        if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
-            raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
+        if not isinstance(data, dict):
+            raise BadInput(f"{report_file}: not a readable report (not a JSON object)")
         signature = check_signature(data, pubkey)
+        if data.get("format") != REPORT_FORMAT:
+            wrong = f"field 'format': not a {REPORT_FORMAT} report"
+            if signature.problems:  # an edited signed report: refused for that, exit 3
+                raise Refused(f"{report_file}: does not match its signature",
+                              [*signature.problems, wrong])
+            raise BadInput(f"{report_file}: {wrong}")
         ledger = _ledger(ledger_path, create=False)
         problems = [*signature.problems, *verify_report(data, ledger)]
         if protocol_dir is not None:
