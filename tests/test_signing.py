@@ -601,21 +601,27 @@ if TASK.startswith("toy-001") or CFG["blind"]:
 
 
 @pytest.mark.sandbox
-def test_the_signing_key_is_never_visible_to_the_solver(base: Path,
+@pytest.mark.parametrize("where", ["exposed directory, via a symlink", "beside the solver"])
+def test_the_signing_key_is_never_visible_to_the_solver(base: Path, where: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A hostile solver given the key's path on its command line, with the key's directory
-    exposed to it and $SEALBENCH_SIGNING_KEY set on the host, finds no byte of the key."""
+    visible to it (exposed, or the solver's own directory, which is bound) and
+    $SEALBENCH_SIGNING_KEY set on the host, finds no byte of the key."""
     proto, ledger = sealed_toy(base, timeout=60)
-    keys = base / "keys"
+    keys = base / ("keys" if where.startswith("exposed") else "agent")
     keys.mkdir()
     key, pub = generate_key(keys / "sign.key")
-    (keys / "alias.key").symlink_to(key.path)  # the path it is given is a symlink to the key
+    given = key.path
+    if where.startswith("exposed"):
+        given = keys / "alias.key"
+        given.symlink_to(key.path)  # the path it is given is a symlink to the key
     monkeypatch.setenv("SEALBENCH_SIGNING_KEY", str(key.path))
     command = hostile_solver(base / "agent", before=HUNT, key=str(key.path), blind=False)
-    command = f"{command} {keys / 'alias.key'}"
+    command = f"{command} {given}"
     result = run(proto, command, ledger=ledger,
-                 options=RunOptions(jobs=2, signer=load_signing_key(keys / "alias.key"),
-                                    expose=(keys,), report_path=base / "out" / "r.json"))
+                 options=RunOptions(jobs=2, signer=load_signing_key(given),
+                                    expose=(keys,) if keys.name == "keys" else (),
+                                    report_path=base / "out" / "r.json"))
     seen = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
 
     secrets = [key.path.read_bytes()]
@@ -631,7 +637,7 @@ def test_the_signing_key_is_never_visible_to_the_solver(base: Path,
     # (files holding some other PEM private key, e.g. test keys of installed packages, are
     # reported with their content: none of them is this key)
     # the key's paths were looked at, and read as nothing (or not at all)
-    for label in (f"argv {keys / 'alias.key'}", f"config {key.path}"):
+    for label in (f"argv {given}", f"config {key.path}"):
         assert read.get(label, b"") == b"", label
     assert seen["walked"] > 0
     assert any(label.startswith("proc /proc/") for label in seen["found"])
