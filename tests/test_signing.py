@@ -416,6 +416,15 @@ def test_run_sign_then_verify_report_pubkey_exit_codes(cli: Any, toy: Path, toy_
 
     assert cli("verify-report", report, "--pubkey", cli_key).exit_code == 2  # the private key
 
+    # a reader with the report and the public key but no ledger: the signature is still said
+    nowhere = tmp_path / "no-ledger.sqlite"
+    alone = cli("verify-report", report, "--pubkey", public_path(cli_key), "--ledger", nowhere)
+    assert alone.exit_code == 2 and "ledger not found" in alone.stderr
+    assert f"signature: valid, made by the --pubkey key {fp}; its figures were not checked" \
+        in alone.stderr
+    edited = cli("verify-report", changed, "--pubkey", public_path(cli_key), "--ledger", nowhere)
+    assert edited.exit_code == 3 and "does not match the content" in edited.stderr
+
     # report --sign: the recomputed report, signed, verifies; md with --sign is refused
     again = cli("report", run_id, "--sign", cli_key)
     assert again.exit_code == 0, again.stderr

@@ -70,6 +70,7 @@ from sealbench.signing import (
     SIGNING_KEY_ENV,
     PublicKey,
     SigningKey,
+    Verdict,
     check_not_a_key,
     check_signature,
     generate_key,
@@ -781,7 +782,7 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
                 raise Refused(f"{report_file}: does not match its signature",
                               [*signature.problems, wrong])
             raise BadInput(f"{report_file}: {wrong}")
-        ledger = _ledger(ledger_path, create=False)
+        ledger = _ledger_for_signed(ledger_path, report_file, signature)
         problems = [*signature.problems, *verify_report(data, ledger)]
         if protocol_dir is not None:
             sealed = verify_protocol(protocol_dir, ledger=ledger)
@@ -799,6 +800,22 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
     if not signature.signed and began:  # e.g. recomputed by `report`, or stripped
         out.print(f"note: run {data['run_id']} published a report signed by key {began}; "
                   "this copy carries no signature", markup=False)
+
+
+def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict) -> Ledger:
+    """The ledger verify-report recomputes from. A reader may hold the signed report and the
+    public key but not the ledger: what the signature check found is still said — refused
+    (exit 3) when it failed, one line on stderr when it held — before the ledger's error."""
+    try:
+        return _ledger(path, create=False)
+    except SealbenchError as exc:
+        if signature.problems:
+            raise Refused(f"{report_file}: does not match its signature",
+                          [*signature.problems, *exc.lines()]) from None
+        if signature.signed:
+            err.print(f"{report_file}: {signature.summary()}; its figures were not checked",
+                      markup=False)
+        raise
 
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
