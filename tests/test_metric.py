@@ -17,8 +17,9 @@ from sealbench.errors import BadInput, Refused
 from sealbench.ledger import Ledger
 from sealbench.metric import METRIC_LOG_BYTES, MetricHung, MetricRunner
 from sealbench.protocol import MetricRef, Task
+from sealbench.rescore import rescore
 from sealbench.runner import RunOptions, run
-from sealbench.sealing import seal
+from sealbench.sealing import seal, verify
 
 TASK = Task(id="t", kind="dataset", oracle=Path("/nonexistent"), repo=None, prompt="",
             stratum=None, cluster=None, forbidden=(), expected_class=None, source="d.jsonl",
@@ -317,3 +318,6 @@ def test_interface_2_sees_test_results_and_a_read_only_graded_workspace(tmp_path
     assert record["metric"] == {"pass": True, "metric": "custom_v2", "interface": 2, "f2p": 1,
                                 "plus": True, "exit": 0, "hidden_seen": True,
                                 "read_only": True, "oracle_read": True}
+    # verify-report --protocol grades every stored diff again the same way: the hidden tests
+    # run again and the metric reads the rebuilt workspace; it agrees with every record
+    assert rescore(ledger, result.run_id, verify(proto, ledger=ledger)) == []
