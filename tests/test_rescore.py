@@ -61,7 +61,10 @@ def forge(ledger_path: Path, report_path: Path, run_id: str, edits: dict[str, Ed
     db = sqlite3.connect(ledger_path, isolation_level=None)
     rows = db.execute("SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=? "
                       "ORDER BY seq", (run_id,)).fetchall()
-    prev = GENESIS
+    # the chain goes on from whatever the first record follows (the genesis, or a header link)
+    first = db.execute("SELECT prev_digest FROM attempts WHERE run_id=? ORDER BY seq LIMIT 1",
+                       (run_id,)).fetchone()
+    prev = first[0] if first else GENESIS
     for seq, phase, task_id, epoch, text in rows:
         record = json.loads(text)
         if task_id in edits:
@@ -188,6 +191,43 @@ def test_another_protocols_identity_is_not_rescored(tmp_path: Path, published) -
     seal(other, ledger=ledger)
     [problem] = rescore(ledger, run_id, verify(other, ledger=ledger))
     assert "its attempts were not re-scored" in problem
+
+
+HANGS_ON_MARK = """\
+from pathlib import Path
+
+
+def score(result_diff, oracle_path):
+    while "HANG" in result_diff:
+        pass
+    return {"pass": result_diff == Path(oracle_path).read_text(), "metric": "same_bytes"}
+"""
+
+
+@pytest.mark.slow
+def test_a_diff_swapped_for_one_that_hangs_the_metric_is_named_not_waited_on(
+        tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    (proto / "metric.py").write_text(HANGS_ON_MARK)
+    yaml = proto / "protocol.yaml"
+    yaml.write_text(yaml.read_text().replace("  module: ./metric.py\n",
+                                             "  module: ./metric.py\n  timeout_sec: 2\n"))
+    ledger_path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(ledger_path)
+    seal(proto, ledger=ledger)
+    result = run(proto, write_solver(tmp_path / "agent"), ledger=ledger,
+                 options=RunOptions(jobs=2))
+    ledger.close()
+    records = _records(ledger_path, result.run_id)
+    hanging = put_artifact(ledger_path, get_artifact(ledger_path, records["toy-001"]["diff"])
+                           + b"HANG\n")
+    forge(ledger_path, result.report_path, result.run_id,
+          {"toy-001": lambda r: {**r, "diff": hanging}})
+    done = cli("verify-report", result.report_path, "--protocol", proto, "--ledger",
+               ledger_path)
+    assert done.exit_code == 3
+    assert "(dataset toy-001 epoch 0): not re-scored: ./metric.py: the metric did not answer " \
+           "within 2 s (metric.timeout_sec) on task 'toy-001'" in done.stderr
 
 
 @pytest.mark.slow

@@ -692,8 +692,10 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
             raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
         ledger = _ledger(ledger_path, create=False)
         problems = verify_report(data, ledger)
-        rescored = ""
+        rescored = ("; records not re-scored (--protocol DIR grades every stored diff again "
+                    "with the sealed metric)")
         if protocol_dir is not None:
+            rescored = ""
             sealed = verify_protocol(protocol_dir, ledger=ledger)
             if sealed.identity != data.get("identity"):
                 problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "

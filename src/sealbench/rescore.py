@@ -85,7 +85,9 @@ def rescore(ledger: Ledger, run_id: str, sealed: Sealed, *, jobs: int = RESCORE_
     problems = [f"{label(r)}: task '{r.task_id}' is not in the sealed protocol's "
                 f"{r.phase.replace('_', ' ')}" for r in rows if (r.phase, r.task_id) not in tasks]
     chosen = [r for r in rows if (r.phase, r.task_id) in tasks and rescored(r)]
-    verdicts = _regrade(ledger, sealed, chosen, tasks, jobs)
+    scale = run.options.get("timeout_scale", 1.0)  # the verifier's limit, as in the run
+    verdicts = _regrade(ledger, sealed, chosen, tasks, jobs,
+                        float(scale) if isinstance(scale, int | float) else 1.0)
     now: dict[int, str] = {}
     for verdict in verdicts:
         if verdict.problem is not None:
@@ -148,7 +150,8 @@ def _with_outcome(row: AttemptRow, outcome: str | None) -> AttemptRow:
 
 
 def _regrade(ledger: Ledger, sealed: Sealed, rows: list[AttemptRow],
-             tasks: dict[tuple[str, str], Task], jobs: int) -> list[Verdict]:
+             tasks: dict[tuple[str, str], Task], jobs: int,
+             timeout_scale: float) -> list[Verdict]:
     if not rows:
         return []
     if sealed.protocol.spec.metric.builtin == "tests_v1":
@@ -156,7 +159,8 @@ def _regrade(ledger: Ledger, sealed: Sealed, rows: list[AttemptRow],
     # the solver never runs here; the metric (and a verifier) get this machine's sandbox
     harness = Harness(sealed.protocol, sealed.lock.sealed_files(),
                       Sandbox("none", reason="re-scoring runs no solver"),
-                      verifier_sandbox=detect(want="auto"), hidden=_kept_out(ledger),
+                      timeout_scale=timeout_scale, verifier_sandbox=detect(want="auto"),
+                      hidden=_kept_out(ledger),
                       environment=sealed.lock.environment)
     with harness, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(_metric_verdict, harness, ledger, r,
