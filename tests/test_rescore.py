@@ -16,8 +16,9 @@ import pytest
 from toy import SOLVER, make_protocol, make_tested_protocol, write_solver
 
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, chain_digest
+from sealbench.protocol import Task
 from sealbench.report import build_report, to_json
-from sealbench.rescore import _stored_run, rescore, rescored
+from sealbench.rescore import _stored_run, broken_rule, rescore, rescored
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal, verify
 
@@ -311,3 +312,28 @@ def test_the_stored_verifier_run_is_rebuilt_from_its_junit(
     else:
         assert stored.report_problem is not None and report_problem in stored.report_problem
 
+
+
+SECRET_DIFF = (b"diff --git a/secrets/.env b/secrets/.env\n--- a/secrets/.env\n"
+               b"+++ b/secrets/.env\n@@ -1 +1 @@\n-KEY=old\n+KEY=new\n")
+CONFTEST_DIFF = (b"diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 100644\n"
+                 b"--- /dev/null\n+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n")
+PLAIN_DIFF = (b"diff --git a/app.txt b/app.txt\n--- a/app.txt\n+++ b/app.txt\n"
+              b"@@ -1 +1 @@\n-a\n+b\n")
+
+
+@pytest.mark.parametrize(("diff", "forbidden", "protected", "expected"), [
+    (PLAIN_DIFF, ("secrets/",), ("conftest.py",), None),
+    (SECRET_DIFF, ("secrets/",), (), "wrote forbidden path(s): secrets/.env"),
+    (SECRET_DIFF, ("secrets/.env",), (), "wrote forbidden path(s): secrets/.env"),
+    (SECRET_DIFF, (), (), None),
+    (CONFTEST_DIFF, (), ("conftest.py",),
+     "changed path(s) the verifier protects (verifier.protected): tests/conftest.py"),
+    (CONFTEST_DIFF, (), (), None),
+])
+def test_a_diff_that_breaks_a_rule_is_a_violation_whatever_the_record_says(
+        diff: bytes, forbidden: tuple[str, ...], protected: tuple[str, ...],
+        expected: str | None) -> None:
+    task = Task(id="t", kind="dataset", oracle=Path("/o"), repo=None, prompt="", stratum=None,
+                cluster=None, forbidden=forbidden, expected_class=None, source="d.jsonl", line=1)
+    assert broken_rule(diff, task, protected) == expected

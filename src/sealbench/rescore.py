@@ -19,7 +19,9 @@ attempt whose recorded outcome the instrument disagrees with:
 Then outcomes are recounted against the sealed null-pack rules, publish.min_n and
 publish.max_infrastructure_errors (not the run header's copies, which the operator can edit).
 Only outcomes decided by grading are re-scored (pass, fail, and an error of the metric); a
-recorded pass is always re-scored, whatever the record says decided it.
+recorded pass is always re-scored, whatever the record says decided it. Before grading, the
+rules a diff itself shows are applied again as the run's `judge` does: a stored diff touching a
+forbidden or verifier-protected path is a `violation`, whatever the record says.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from sealbench.gate import evaluate
 from sealbench.harness import Harness
 from sealbench.ledger import AttemptRow, Ledger
 from sealbench.metric import MetricHung
+from sealbench.patchpaths import diff_paths
 from sealbench.protocol import Task
 from sealbench.report import latest_rows
 from sealbench.sandbox import Sandbox, detect
 from sealbench.sealing import Sealed
-from sealbench.verifier import VerifierRun, apply_diff, parse_junit, resolved
+from sealbench.solver import is_forbidden
+from sealbench.verifier import VerifierRun, apply_diff, parse_junit, protected_hits, resolved
 from sealbench.workspace import remove_tree
 
 # outcomes that grading decides; any other outcome was decided before grading (timeout,
@@ -155,7 +159,8 @@ def _regrade(ledger: Ledger, sealed: Sealed, rows: list[AttemptRow],
     if not rows:
         return []
     if sealed.protocol.spec.metric.builtin == "tests_v1":
-        return [_from_stored_tests(ledger, r, tasks[(r.phase, r.task_id)]) for r in rows]
+        return [_from_stored_tests(ledger, r, tasks[(r.phase, r.task_id)], _protected(sealed))
+                for r in rows]
     # the solver never runs here; the metric (and a verifier) get this machine's sandbox
     harness = Harness(sealed.protocol, sealed.lock.sealed_files(),
                       Sandbox("none", reason="re-scoring runs no solver"),
@@ -164,7 +169,7 @@ def _regrade(ledger: Ledger, sealed: Sealed, rows: list[AttemptRow],
                       environment=sealed.lock.environment)
     with harness, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(_metric_verdict, harness, ledger, r,
-                               tasks[(r.phase, r.task_id)]) for r in rows]
+                               tasks[(r.phase, r.task_id)], _protected(sealed)) for r in rows]
         verdicts: list[Verdict] = []
         for row, future in zip(rows, futures, strict=True):
             try:
@@ -182,6 +187,25 @@ def _kept_out(ledger: Ledger) -> tuple[Path, ...]:
             ledger.artifacts.resolve())
 
 
+def broken_rule(diff: bytes, task: Task, protected: tuple[str, ...]) -> str | None:
+    """Why a run would have judged this diff a `violation` before grading, as far as the diff
+    itself shows it: a forbidden path, or one the verifier protects. (Files written but left
+    unchanged, sizes and symlinks are not in a diff: those are taken as recorded.)"""
+    paths = diff_paths(diff)
+    forbidden = sorted({p for p in paths if is_forbidden(p, task.forbidden)})
+    if forbidden:
+        return f"wrote forbidden path(s): {', '.join(forbidden)}"
+    guarded = protected_hits(paths, protected)
+    if guarded:
+        return f"changed path(s) the verifier protects (verifier.protected): {', '.join(guarded)}"
+    return None
+
+
+def _protected(sealed: Sealed) -> tuple[str, ...]:
+    verifier = sealed.protocol.spec.verifier
+    return () if verifier is None else tuple(verifier.protected)
+
+
 def _diff_of(ledger: Ledger, row: AttemptRow) -> bytes | str:
     """The stored diff, or why there is none to re-score."""
     digest = row.record.get("diff")
@@ -193,12 +217,16 @@ def _diff_of(ledger: Ledger, row: AttemptRow) -> bytes | str:
         return f"not re-scored: its diff artifact {digest[:12]} is missing or altered"
 
 
-def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Task) -> Verdict:
+def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Task,
+                    protected: tuple[str, ...]) -> Verdict:
     """Grade the stored diff as the run did: a fresh fixture with the diff applied is the
     workspace (interface 2 reads it); with a verifier the Grader runs the hidden tests again."""
     diff = _diff_of(ledger, row)
     if isinstance(diff, str):
         return Verdict(row, None, problem=diff)
+    broken = broken_rule(diff, task, protected)
+    if broken is not None:
+        return Verdict(row, "violation", broken)
     attempt_dir = Path(tempfile.mkdtemp(prefix="rescore-", dir=harness.scratch))
     try:
         workspace = attempt_dir / "workspace"
@@ -214,9 +242,16 @@ def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Tas
     return Verdict(row, grade.outcome, grade.detail)
 
 
-def _from_stored_tests(ledger: Ledger, row: AttemptRow, task: Task) -> Verdict:
+def _from_stored_tests(ledger: Ledger, row: AttemptRow, task: Task,
+                       protected: tuple[str, ...]) -> Verdict:
     """tests_v1 again, from the stored results once they agree with the stored JUnit report
     (held to its digest); the report problem is derived again, never taken from the record."""
+    diff = _diff_of(ledger, row)
+    if isinstance(diff, str):
+        return Verdict(row, None, problem=diff)
+    broken = broken_rule(diff, task, protected)
+    if broken is not None:
+        return Verdict(row, "violation", broken)
     tests = row.record.get("tests")
     if not isinstance(tests, dict):
         return Verdict(row, "fail", "no hidden-test results are recorded")
