@@ -18,9 +18,9 @@ from toy import SOLVER, make_protocol, make_tested_protocol, write_solver
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, chain_digest
 from sealbench.protocol import Task
 from sealbench.report import build_report, to_json
-from sealbench.rescore import _stored_run, broken_rule, rescore, rescored
+from sealbench.rescore import _stored_run, broken_rule, recount, rescore, rescored
 from sealbench.runner import RunOptions, run
-from sealbench.sealing import seal, verify
+from sealbench.sealing import Sealed, seal, verify
 
 Edit = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -164,7 +164,7 @@ def test_a_stopped_run_passed_off_as_complete_is_recounted(published) -> None:  
     db.close()
     ledger = Ledger(ledger_path)
     problems = rescore(ledger, run_id, verify(proto, ledger=ledger))
-    assert "recount under the sealed rules: 2 task(s) of the sealed dataset have no scored " \
+    assert "recount under the sealed rules: 2 task(s) of the sealed dataset have no " \
            "attempt (toy-000, toy-004)" in problems
     assert "recount under the sealed rules: 4 dataset task(s) scored, the sealed " \
            "publish.min_n is 5" in problems
@@ -337,3 +337,46 @@ def test_a_diff_that_breaks_a_rule_is_a_violation_whatever_the_record_says(
     task = Task(id="t", kind="dataset", oracle=Path("/o"), repo=None, prompt="", stratum=None,
                 cluster=None, forbidden=forbidden, expected_class=None, source="d.jsonl", line=1)
     assert broken_rule(diff, task, protected) == expected
+
+
+CONTROLS = {"NP-STUB-01": "pass", "NP-POISON-01": "fail", "NP-SECRET-01": "refused"}
+
+
+def _rows(dataset: dict[str, str], controls: dict[str, str] = CONTROLS) -> list[AttemptRow]:
+    rows = [("null_pack", t, o) for t, o in controls.items()]
+    rows += [("dataset", t, o) for t, o in dataset.items()]
+    return [AttemptRow(i, phase, task, 0, {"outcome": outcome}, "", "")
+            for i, (phase, task, outcome) in enumerate(rows)]
+
+
+FULL = {"toy-000": "pass", "toy-001": "fail", "toy-002": "pass", "toy-003": "pass"}
+
+
+@pytest.mark.parametrize(("rows", "now", "expected"), [
+    (_rows(FULL), {}, []),
+    # the instrument disagrees with one pass: said as counts, the gate having passed
+    (_rows(FULL), {5: "fail"}, ["recount under the sealed rules: the sealed instrument passes "
+                                "2 dataset attempt(s), the records say 3"]),
+    (_rows(FULL), {1: "pass"}, ["recount under the sealed rules: the null pack does not pass "
+                                "(NP-POISON-01 (must_fail): failed closed: a poisoned or leaked "
+                                "control passed the metric; outcome pass)"]),
+    (_rows({"toy-000": "pass", "toy-001": "fail"}), {},
+     ["recount under the sealed rules: 2 task(s) of the sealed dataset have no attempt "
+      "(toy-002, toy-003)",
+      "recount under the sealed rules: 2 dataset task(s) scored, the sealed publish.min_n is 3"]),
+    (_rows({**FULL, "toy-003": "infrastructure_error"}), {},
+     ["recount under the sealed rules: 1 infrastructure error(s) left, "
+      "publish.max_infrastructure_errors is 0"]),
+])
+def test_the_recount_uses_the_sealed_rules(sealed_toy: Sealed, rows: list[AttemptRow],
+                                           now: dict[int, str], expected: list[str]) -> None:
+    assert recount(rows, now, sealed_toy) == expected
+
+
+@pytest.fixture(scope="module")
+def sealed_toy(tmp_path_factory: pytest.TempPathFactory) -> Sealed:
+    root = tmp_path_factory.mktemp("recount")
+    proto = make_protocol(root / "proto", n=4, min_n=3)
+    ledger = Ledger(root / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    return verify(proto, ledger=ledger)

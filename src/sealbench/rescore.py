@@ -119,19 +119,20 @@ def recount(rows: list[AttemptRow], now: dict[int, str], sealed: Sealed) -> list
         problems.append("recount under the sealed rules: the null pack does not pass ("
                         + "; ".join(gate.reasons()) + ")")
     dataset = [r for r in current if r.phase == "dataset"]
-    infra = [r for r in dataset + [r for r in current if r.phase == "null_pack"]
-             if r.record["outcome"] == "infrastructure_error"]
+    infra = [r for r in current if r.record["outcome"] == "infrastructure_error"]
     limit = spec.publish.max_infrastructure_errors
     if limit is not None and len(infra) > limit:
         problems.append(f"recount under the sealed rules: {len(infra)} infrastructure "
                         f"error(s) left, publish.max_infrastructure_errors is {limit}")
     scored = {r.task_id for r in dataset if r.record["outcome"] != "infrastructure_error"}
-    missing = sorted({t.id for t in sealed.protocol.tasks if t.kind == "dataset"} - scored)
+    # a task left with an infrastructure error is counted by the limit above, not here
+    missing = sorted({t.id for t in sealed.protocol.tasks if t.kind == "dataset"}
+                     - {r.task_id for r in dataset})
     if missing:
         shown = ", ".join(missing[:SHOWN_MISSING]) + (", ..." if len(missing) > SHOWN_MISSING
                                                       else "")
         problems.append(f"recount under the sealed rules: {len(missing)} task(s) of the sealed "
-                        f"dataset have no scored attempt ({shown})")
+                        f"dataset have no attempt ({shown})")
     if len(scored) < spec.publish.min_n:
         problems.append(f"recount under the sealed rules: {len(scored)} dataset task(s) "
                         f"scored, the sealed publish.min_n is {spec.publish.min_n}")
