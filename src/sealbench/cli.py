@@ -60,6 +60,7 @@ from sealbench.report import (
     to_markdown,
     verify_report,
 )
+from sealbench.rescore import rescore
 from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult, check_kept_out
 from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
@@ -752,12 +753,15 @@ def import_swebench_cmd(instances: Path, repos: Path, out_dir: Path, null_pack: 
               f"{result.out}", markup=False)
 
 
-@main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and "
-              "check the protocol, with --protocol) and name each figure or record that "
-              "differs. Exit 0 only when all agree." + EXIT_HELP)
+@main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and, "
+              "with --protocol, check the protocol and re-score every stored diff with its "
+              "sealed metric) and name each figure or record that differs. Exit 0 only when "
+              "all agree." + EXIT_HELP)
 @click.argument("report_file", type=click.Path(path_type=Path))
 @click.option("--protocol", "protocol_dir", type=click.Path(path_type=Path), default=None,
-              help="The protocol directory: also verify its seal and identity.")
+              help="The protocol directory: also verify its seal and identity, grade every "
+                   "stored diff again with its sealed metric (tests_v1: recompute from the "
+                   "stored test results) and recount under its sealed rules.")
 @click.option("--pubkey", "pubkey_path", type=click.Path(path_type=Path), default=None,
               metavar="FILE", help="The signer's public key (KEY.pub): the report must be "
               "signed by it. Without it a signature is checked against the key the report "
@@ -784,17 +788,23 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
             raise BadInput(f"{report_file}: {wrong}")
         ledger = _ledger_for_signed(ledger_path, report_file, signature)
         problems = [*signature.problems, *verify_report(data, ledger)]
+        rescored = ("; records not re-scored (--protocol DIR grades every stored diff again "
+                    "with the sealed metric)")
         if protocol_dir is not None:
+            rescored = ""
             sealed = verify_protocol(protocol_dir, ledger=ledger)
             if sealed.identity != data.get("identity"):
                 problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
                                 f"report's {data.get('identity')}")
+            elif ledger.has_run(data["run_id"]):
+                problems += rescore(ledger, data["run_id"], sealed)
+                rescored = "; the sealed metric agrees with every recorded outcome"
         if problems:
             what = "its signature" if not problems[len(signature.problems):] \
                 else "the ledger"
             raise Refused(f"{report_file}: does not match {what}", problems)
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
-              f"(run {data['run_id']}, {data['records']['attempts']} attempts)\n"
+              f"(run {data['run_id']}, {data['records']['attempts']} attempts){rescored}\n"
               f"{signature.summary()}", markup=False)
     began = ledger.run(data["run_id"]).options.get("signing_key")
     if not signature.signed and began:  # e.g. recomputed by `report`, or stripped

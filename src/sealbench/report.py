@@ -499,7 +499,7 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
                 f"checks {REPORT_FORMAT!r}: recompute it with `sealbench report {run_id}`"]
     problems = ledger.verify_chain(run_id)
     for row in ledger.attempts(run_id):
-        for kind in ("diff", "stdout", "stderr"):
+        for kind in ("diff", "stdout", "stderr", "metric_log"):
             digest = row.record.get(kind)
             if digest is None:
                 continue

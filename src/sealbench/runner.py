@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import sealbench
 from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
@@ -38,6 +38,7 @@ from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.ledger import AttemptRow, Ledger
+from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
 from sealbench.report import (
     NotPublishable,
@@ -384,6 +385,7 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "stdout": ledger.put_artifact(result.stdout),
         "stderr": ledger.put_artifact(result.stderr),
         "metric": result.metric.raw if result.metric else None,
+        **metric_log_record(result.metric, ledger),
         "files_touched": result.files_touched,
         "forbidden_written": list(result.forbidden_written),
         "returncode": result.returncode,
@@ -391,6 +393,15 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "tests": tests_record(result.tests, ledger),
         **egress_record(result.egress),
     }
+
+
+def metric_log_record(metric: MetricResult | None, ledger: Ledger) -> dict[str, Any]:
+    """What a sealed metric module printed while it scored this attempt (its last
+    metric.METRIC_LOG_BYTES), as an artifact: never in sealbench's own output. Absent for a
+    built-in metric and for an attempt the metric never saw."""
+    if metric is None or metric.log is None:
+        return {}
+    return {"metric_log": ledger.put_artifact(metric.log)}
 
 
 def egress_record(log: EgressLog | None) -> dict[str, Any]:
@@ -655,6 +666,8 @@ class Run:
                 if not self.doomed.is_set():
                     self._stopped_check()
                 self._gate(rules)
+        except MetricHung as exc:
+            self._stop_for_metric(exc)
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
@@ -664,6 +677,17 @@ class Run:
             self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
                                       f"{type(exc).__name__}: {exc}")
             raise
+
+    def _stop_for_metric(self, hung: MetricHung) -> NoReturn:
+        """A metric that hung is the instrument's failure: nothing is recorded for the attempt
+        (the agent is not charged a "fail"), the attempts in flight become interrupted ones and
+        the run stops resumable, in one line naming the task."""
+        self.ledger.recover_inflight(self.run_id, "stopped: the metric hung")
+        state = "trial" if self.trial else "interrupted"
+        self.ledger.set_run_state(self.run_id, state, str(hung))
+        self.emit("stopped", {"reason": str(hung)})
+        then = "" if self.trial else f"; resume with: {self.resume_command()}"
+        raise Refused(f"run {self.run_id} stopped: {hung}{then}") from None
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
