@@ -657,3 +657,20 @@ def test_the_signing_key_is_never_visible_to_the_solver(base: Path, where: str,
     # and the run was signed with it
     data = json.loads((base / "out" / "r.json").read_text())
     assert check_signature(data, load_public_key(pub)).problems == []
+
+
+@pytest.mark.parametrize("field", ["value", "public_key"])
+def test_another_base64_spelling_of_the_same_bytes_is_refused(key: SigningKey,
+                                                              field: str) -> None:
+    """The last base64 character before '=' carries unused bits: flipping them spells the same
+    bytes. A signature block must be the one canonical spelling, else a 'changed' report still
+    verifies (this test found it: one random key in eight failed the character sweep)."""
+    signed = sign_report(_golden(), key)
+    text = signed["signature"][field]
+    body = text.rstrip("=")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = alphabet.index(body[-1])
+    respelled = body[:-1] + alphabet[last ^ 1] + text[len(body):]
+    assert base64.b64decode(respelled) == base64.b64decode(text)
+    signed["signature"][field] = respelled
+    assert check_signature(signed, key.public).problems

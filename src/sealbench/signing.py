@@ -317,6 +317,8 @@ def _b64(text: Any, size: int) -> bytes | None:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return None
+    if base64.b64encode(data).decode("ascii") != text:
+        return None  # non-canonical: another spelling of the same bytes (the padding bits)
     return data if len(data) == size else None
 
 
