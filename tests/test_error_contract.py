@@ -47,6 +47,7 @@ OUT_DIR = {FILE: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR}
 # a command that writes the ledger; one that only reads it (read-only media are fine)
 LEDGER_WRITE = {DIRECTORY: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR, EMPTY: ERROR,
                 FOREIGN: ERROR}
+KEY_IN = {**IN_FILE, EMPTY: ERROR, FOREIGN: ERROR}  # a signing key or public key
 LEDGER_READ = {MISSING: ERROR, DIRECTORY: ERROR, PARENT_FILE: ERROR, EMPTY: ERROR,
                FOREIGN: ERROR, READ_ONLY: OK}
 
@@ -82,7 +83,8 @@ def _valid(w: World) -> dict[str, Path]:
             "events_path": w.base / "events.jsonl", "report_path": w.base / "rep" / "r.json",
             "home_from": w.home, "expose": w.home, "hide": w.home,
             "find_links": w.repos, "null_pack": w.base / "null.jsonl",
-            "requirements": w.base / "requirements.txt"}
+            "requirements": w.base / "requirements.txt", "sign_path": w.base / "key",
+            "pubkey_path": w.base / "key.pub", "path": w.base / "newkey"}
 
 
 RUN = ("run", "{directory}", "--solver", "{solver}", "--quiet", "--sandbox", "none",
@@ -102,15 +104,19 @@ ROWS: dict[str, Row] = {
                      "report_path": {DIRECTORY: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR},
                      "events_path": OUT_FILE, "home_from": IN_DIR,
                      "expose": {MISSING: ERROR, PARENT_FILE: ERROR},
-                     "find_links": {MISSING: ERROR, FILE: ERROR}},
+                     "find_links": {MISSING: ERROR, FILE: ERROR}, "sign_path": KEY_IN},
                _valid, {"report_path": ("--report", "{report_path}"),
+                        "sign_path": ("--sign", "{sign_path}"),
                         "events_path": ("--events", "{events_path}"),
                         "home_from": ("--home-from", "{home_from}"),
                         "expose": ("--expose", "{expose}"),
                         "hide": ("--hide", "{hide}"),
                         "find_links": ("--find-links", "{find_links}")}),
     "report": Row(("report", "r1", "--ledger", "{ledger_path}"),
-                  {"ledger_path": LEDGER_READ}, _valid),
+                  {"ledger_path": LEDGER_READ, "sign_path": KEY_IN}, _valid,
+                  {"sign_path": ("--sign", "{sign_path}")}),
+    # never overwrites a file: an existing one (bound read-only or not) is refused too
+    "keygen": Row(("keygen", "{path}"), {"path": OUT_FILE}, _valid),
     "runs": Row(("runs", "--ledger", "{ledger_path}"), {"ledger_path": LEDGER_READ}, _valid),
     "show": Row(("show", "r1", "--ledger", "{ledger_path}"), {"ledger_path": LEDGER_READ},
                 _valid),
@@ -121,7 +127,9 @@ ROWS: dict[str, Row] = {
     "verify-report": Row(("verify-report", "{report_file}", "--ledger", "{ledger_path}",
                           "--protocol", "{protocol_dir}"),
                          {"report_file": {**IN_FILE, EMPTY: ERROR, FOREIGN: ERROR},
-                          "protocol_dir": IN_DIR, "ledger_path": LEDGER_READ}, _valid),
+                          "protocol_dir": IN_DIR, "ledger_path": LEDGER_READ,
+                          "pubkey_path": KEY_IN}, _valid,
+                         {"pubkey_path": ("--pubkey", "{pubkey_path}")}),
     "import swebench": Row(("import", "swebench", "{instances}", "--repos", "{repos}",
                             "--out", "{out_dir}"),
                            {"instances": {**IN_FILE, EMPTY: ERROR, FOREIGN: ERROR},
@@ -201,6 +209,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     home = base / "home"
     home.mkdir()
     (home / "config").write_text("x = 1\n")
+    _sealbench("keygen", base / "key", check=True)
     (base / "null.jsonl").write_text("")
     (base / "requirements.txt").write_text("")
     return World(base, proto, solver, ledger, report, instances, repos, home)

@@ -385,6 +385,10 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
              ("infrastructure errors (not scored)", str(report["infrastructure_errors"])),
              ("task ids", "blind (opaque attempt ids)" if report["task_ids"] == "blind"
               else "visible: controls not blinded")]
+    signature = report.get("signature")
+    if isinstance(signature, dict):  # report.json holds the signature (docs/signing.md)
+        rows.append(("signed by", f"{signature.get('algorithm')} key "
+                                  f"{signature.get('key_fingerprint')} (see report.json)"))
     return rows
 
 
@@ -495,7 +499,7 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
                 f"checks {REPORT_FORMAT!r}: recompute it with `sealbench report {run_id}`"]
     problems = ledger.verify_chain(run_id)
     for row in ledger.attempts(run_id):
-        for kind in ("diff", "stdout", "stderr"):
+        for kind in ("diff", "stdout", "stderr", "metric_log"):
             digest = row.record.get(kind)
             if digest is None:
                 continue
@@ -510,7 +514,8 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
         return [*problems, f"the ledger does not support a published report: {exc}"]
     given, fresh = _flatten(report), _flatten(recomputed)
     for key in sorted(given.keys() | fresh.keys()):
-        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions."):
+        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions.") \
+                or key.partition(".")[0] == "signature":  # checked by signing.check_signature
             continue
         if given.get(key) != fresh.get(key):
             problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
