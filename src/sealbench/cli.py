@@ -432,6 +432,7 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
     with _errors():
         ledger = _ledger(ledger_path, create=False)
         run_row = ledger.run(run_id)
+        ledger.require_intact(run_id)
         try:
             data = build_report(ledger, run_id)
         except NotPublishable as exc:
@@ -451,6 +452,10 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     with _errors():
         ledger = _ledger(ledger_path, create=False)
         summaries = [_run_summary(r, ledger) for r in ledger.runs()]
+        deleted = ledger.deleted_runs()
+    for run_id in deleted:
+        err.print(f"warning: {ledger.path}: run {run_id} was deleted: the ledger log records "
+                  "it created, and it is gone", markup=False)
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
         return
@@ -487,6 +492,7 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
             raise BadInput("--full: applies only with --task TASK_ID")
         ledger = _ledger(ledger_path, create=False)
         row = ledger.run(run_id)
+        ledger.require_intact(run_id)
         attempts = ledger.attempts(run_id)
         interrupted = ledger.interrupted(run_id)
         if diff_task is not None:
@@ -602,6 +608,8 @@ def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
            ledger_path: Path | None) -> None:
     with _errors():
         ledger = _ledger(ledger_path, create=False)
+        ledger.run(run_id)
+        ledger.require_intact(run_id)
         if fmt == PREDICTIONS_FORMAT:
             lines = prediction_lines(predictions(
                 ledger, run_id, model_name=model_name,
@@ -687,12 +695,11 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
         if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
             raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
         ledger = _ledger(ledger_path, create=False)
-        problems = verify_report(data, ledger)
-        if protocol_dir is not None:
-            sealed = verify_protocol(protocol_dir, ledger=ledger)
-            if sealed.identity != data.get("identity"):
-                problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
-                                f"report's {data.get('identity')}")
+        sealed = None if protocol_dir is None else verify_protocol(protocol_dir, ledger=ledger)
+        problems = verify_report(data, ledger, sealed)
+        if sealed is not None and sealed.identity != data.get("identity"):
+            problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
+                            f"report's {data.get('identity')}")
         if problems:
             raise Refused(f"{report_file}: does not match the ledger", problems)
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
@@ -700,6 +707,20 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
 
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
+    """One line of `runs`: the state the chain says; a run whose records are not intact shows
+    its first problem instead of any figure."""
+    problems = ledger.integrity(row.run_id)
+    if problems:
+        return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
+                "protocol_id": row.protocol_id, "identity": row.identity,
+                "solver": row.solver, "sandbox": row.sandbox, "state": "BROKEN",
+                "started_at": row.started_at, "finished_at": row.finished_at,
+                "attempts": ledger.attempt_counts(row.run_id),
+                "expected": row.options.get("expected"),
+                "interrupted_attempts": len(ledger.interrupted(row.run_id)),
+                "n": None, "mean": None, "ci95": None,
+                "result": "records not intact: " + problems[0].text,
+                "problems": [p.text for p in problems]}
     result = headline_text(row.report) if row.report else (row.reason or "")
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,
