@@ -271,6 +271,7 @@ def copied_run(ledger: Ledger, source: str, name: str, **options: Any) -> str:
     ("scale", {"timeout_scale": 50.0}, "timeout scale 1.0 vs 50.0"),
     ("none", {"sandbox": "none"}, "sandbox 'bwrap' vs 'none'"),
     ("expose", {"expose": ["/opt/answers"]}, "exposed paths [] vs ['/opt/answers']"),
+    ("epochs", {"epochs": 3}, "epochs 1 vs 3"),
 ])
 def test_runs_under_different_conditions_are_refused(bench: Bench, name: str,
                                                      options: dict[str, Any],

@@ -314,3 +314,18 @@ def test_a_refusal_cut_off_the_chain_tail_is_named(cli, tmp_path: Path) -> None:
         ledger.require_intact("d1")
     result = cli("show", "d1", "--ledger", ledger_path)
     assert result.exit_code == 3 and "truncated or rewritten" in result.stderr
+
+
+def test_a_stop_and_the_attempts_before_it_cut_off_are_named(stopped) -> None:  # type: ignore[no-untyped-def]
+    """A re-roll: the last attempts of a stopped run and its 'interrupted' link deleted, so a
+    resume would run those attempts again; the ledger log still names the stop."""
+    ledger, run_id, _, _ = stopped
+    db = _db(ledger)
+    stop = db.execute("SELECT seq FROM run_events WHERE run_id=? AND kind='interrupted'",
+                      (run_id,)).fetchone()[0]
+    last = db.execute("SELECT MAX(seq) FROM attempts WHERE run_id=?", (run_id,)).fetchone()[0]
+    db.execute("DELETE FROM run_events WHERE run_id=? AND seq>=?", (run_id, last))
+    db.execute("DELETE FROM attempts WHERE run_id=? AND seq>=?", (run_id, last))
+    assert Ledger(ledger).chain_problems(run_id) == []
+    with pytest.raises(Refused, match=rf"chain broken at link {stop} \(interrupted\)"):
+        Ledger(ledger).require_intact(run_id)

@@ -108,9 +108,10 @@ CREATE TABLE IF NOT EXISTS ledger_log (
 STATE_KINDS = {"created": None, "resumed": "running", "interrupted": "interrupted",
                "refused": "refused", "finished": "finished", "published": "published",
                "trial": "trial"}
-# ends of a run also written to the ledger log: deleting a chain's tail (its refusal, say, to
-# resume it and try again) then leaves the log naming a link that is gone
-LOGGED_STATES = ("refused", "published", "trial")
+# ends and stops of a run also written to the ledger log: deleting a chain's tail (its refusal,
+# or the attempts before a stop, to resume and try them again) leaves the log naming a link
+# that is gone
+LOGGED_STATES = ("refused", "published", "trial", "interrupted")
 # fields of the run header kept out of it: the current owner is a chained 'created'/'resumed'
 OWNER_FIELDS = ("pid", "host")
 
@@ -437,17 +438,22 @@ class Ledger:
             db.execute("UPDATE runs SET report=? WHERE run_id=?",
                        (json.dumps(report, sort_keys=True) if report else None, run_id))
             digest = self._append_event(db, run_id, state, body)
-            if state in LOGGED_STATES:  # an end the chain alone could lose by truncation
-                seq = self._head(db, run_id)[0] - 1
-                self._log(db, state, run_id, {"link_seq": seq, "link_digest": digest})
+            self._log_end(db, run_id, state, digest)
             self._sync_cache(db, run_id)
+
+    def _log_end(self, db: sqlite3.Connection, run_id: str, state: str, digest: str) -> None:
+        """Anchor a link the chain alone could lose by truncation in the ledger log."""
+        if state in LOGGED_STATES:
+            seq = self._head(db, run_id)[0] - 1
+            self._log(db, state, run_id, {"link_seq": seq, "link_digest": digest})
 
     def set_run_state(self, run_id: str, state: str, reason: str | None = None) -> None:
         """Change a run's state without touching its finish time or report (resume, stop)."""
         if state not in STATE_KINDS or state in ("created", "resumed"):
             raise ValueError(f"not a state change: {state}")
         with self.transaction() as db:
-            self._append_event(db, run_id, state, {"reason": reason})
+            digest = self._append_event(db, run_id, state, {"reason": reason})
+            self._log_end(db, run_id, state, digest)
             self._sync_cache(db, run_id)
 
     def claim_run(self, run_id: str, seen: RunRow, pid: int, host: str) -> bool:
