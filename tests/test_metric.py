@@ -3,19 +3,23 @@ interface (docs/protocol.md#the-metric)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from toy import make_protocol, make_tested_protocol, write_solver
+from toy import SOLVER, make_protocol, make_tested_protocol, write_solver
 
 from sealbench.errors import BadInput, Refused
 from sealbench.ledger import Ledger
-from sealbench.metric import MetricRunner
+from sealbench.metric import METRIC_LOG_BYTES, MetricHung, MetricRunner
 from sealbench.protocol import MetricRef, Task
+from sealbench.rescore import rescore
 from sealbench.runner import RunOptions, run
-from sealbench.sealing import seal
+from sealbench.sealing import seal, verify
 
 TASK = Task(id="t", kind="dataset", oracle=Path("/nonexistent"), repo=None, prompt="",
             stratum=None, cluster=None, forbidden=(), expected_class=None, source="d.jsonl",
@@ -41,19 +45,48 @@ def test_interface_1_gets_the_seeds_two_arguments(tmp_path: Path) -> None:
         runner.close()
 
 
-def test_a_metric_that_hangs_is_an_error_after_its_timeout_and_the_next_call_works(
+def test_a_metric_that_hangs_is_an_instrument_failure_naming_the_task_after_its_timeout(
         tmp_path: Path) -> None:
     runner = _runner(tmp_path, "import time\n\ndef score(d, o):\n    if d == 'hang':\n"
                                "        time.sleep(3600)\n    return {'pass': True}\n",
                      timeout_sec=1)
     try:
+        assert _score(runner, "ok").passed is True
         started = time.monotonic()
-        result = _score(runner, "hang")
-        assert result.error is not None and "timed out after 1 s" in result.error
-        assert time.monotonic() - started < 30
-        assert _score(runner, "ok").passed is True  # a fresh worker took over
+        with pytest.raises(MetricHung, match=r"did not answer within 1 s \(metric\.timeout_sec\)"
+                                             r" on task 't'") as caught:
+            _score(runner, "hang")
+        assert time.monotonic() - started < 15
+        assert caught.value.exit_status == 3 and caught.value.task_id == "t"
+        # never a verdict after that: every later call gives up at once, so the caller stops
+        started = time.monotonic()
+        with pytest.raises(MetricHung, match="hung on another task"):
+            _score(runner, "ok")
+        assert time.monotonic() - started < 1
     finally:
         runner.close()
+
+
+def test_a_call_waiting_on_a_worker_gives_up_when_another_call_hung(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, "import time\n\ndef score(d, o):\n    time.sleep(3600)\n",
+                     timeout_sec=30)
+    try:
+        threading.Timer(0.5, runner.hung.set).start()
+        started = time.monotonic()
+        with pytest.raises(MetricHung, match="hung on another task"):
+            _score(runner)
+        assert time.monotonic() - started < 10
+    finally:
+        runner.close()
+
+
+def test_a_metric_whose_module_body_never_ends_is_refused_after_its_timeout(
+        tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(BadInput, match=r"m\.py: metric module failed to load: timed out after "
+                                       r"1 s"):
+        _runner(tmp_path, "while True:\n    pass\n", timeout_sec=1)
+    assert time.monotonic() - started < 15
 
 
 @pytest.mark.parametrize(("body", "expected"), [
@@ -114,18 +147,134 @@ def test_the_builtin_needs_no_file_and_no_process(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("metric-*.log"))
 
 
-@pytest.mark.slow
-def test_seal_with_a_metric_that_never_returns_ends_with_one_line_per_task(
-        tmp_path: Path) -> None:
-    proto = make_protocol(tmp_path / "p", n=3)
-    (proto / "metric.py").write_text("def score(d, o):\n    while True:\n        pass\n")
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The real command line in its own process: what it prints is what a user sees."""
+    return subprocess.run([sys.executable, "-m", "sealbench.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _with_metric(proto: Path, code: str, timeout_sec: float) -> Path:
+    (proto / "metric.py").write_text(code)
     text = (proto / "protocol.yaml").read_text()
-    (proto / "protocol.yaml").write_text(text.replace('  module: ./metric.py\n',
-                                                      '  module: ./metric.py\n  timeout_sec: 1\n'))
-    with pytest.raises(Refused) as caught:
-        seal(proto, ledger=Ledger(tmp_path / "l.sqlite"))
-    problems = [str(p) for p in caught.value.problems]
-    assert any("toy-000" in p and "metric failed: timed out after 1 s" in p for p in problems)
+    (proto / "protocol.yaml").write_text(text.replace(
+        "  module: ./metric.py\n", f"  module: ./metric.py\n  timeout_sec: {timeout_sec}\n"))
+    return proto
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_seal_with_a_metric_that_never_returns_stops_in_one_line_naming_the_task(
+        tmp_path: Path) -> None:
+    proto = _with_metric(make_protocol(tmp_path / "p", n=3),
+                         "def score(d, o):\n    while True:\n        pass\n", 1)
+    started = time.monotonic()
+    done = _cli("seal", proto, "--ledger", tmp_path / "l.sqlite", "--jobs", "2")
+    assert time.monotonic() - started < 60  # one timeout, not one per task and solver
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == ""
+    [line] = _lines(done.stderr)
+    assert line.startswith("sealbench: the instrument check stopped: ./metric.py: the metric "
+                           "did not answer within 1 s (metric.timeout_sec) on task '")
+    assert "instrument failure, not the agent's" in line
+    assert not (proto / "protocol.lock").exists()
+
+
+HANGS_ON_MARK = """\
+from pathlib import Path
+
+
+def score(result_diff, oracle_path):
+    while "HANG" in result_diff:
+        pass
+    return {"pass": result_diff.count("+") == Path(oracle_path).read_text().count("+"),
+            "metric": "plus_count"}
+"""
+
+
+@pytest.mark.slow
+def test_a_metric_that_hangs_at_run_stops_the_run_resumable_and_resume_does_not_hang(
+        tmp_path: Path) -> None:
+    proto = _with_metric(make_protocol(tmp_path / "p", n=4, min_n=3), HANGS_ON_MARK, 2)
+    ledger_path = tmp_path / "l.sqlite"
+    assert _cli("seal", proto, "--ledger", ledger_path).returncode == 0
+    solver = write_solver(tmp_path / "s", SOLVER + "if sys.argv[-1] == 'toy-002':\n"
+                                                   "    open('app.txt', 'a').write('HANG\\n')\n")
+    for attempt in ("run", "resume"):
+        args = ("--run-id", "h1") if attempt == "run" else ("--resume", "h1")
+        started = time.monotonic()
+        done = _cli("run", proto, "--solver", solver, "--ledger", ledger_path, *args)
+        assert time.monotonic() - started < 90, attempt
+        assert done.returncode == 3, (attempt, done.stderr)
+        assert "toy-002" not in done.stdout
+        [line] = [x for x in _lines(done.stderr) if "toy-002" in x]
+        assert line.startswith("sealbench: run h1 stopped: ./metric.py: the metric did not "
+                               "answer within 2 s (metric.timeout_sec) on task 'toy-002'")
+        assert "--resume h1" in line
+        ledger = Ledger(ledger_path)
+        assert ledger.run("h1").state == "interrupted"
+        # the agent is never charged for the instrument: no record of toy-002 at all
+        assert "toy-002" not in {r.task_id for r in ledger.attempts("h1")}
+        ledger.close()
+
+
+PRINTS = """\
+import os
+import sys
+from pathlib import Path
+
+print("MARK-AT-LOAD")
+
+
+def score(result_diff, oracle_path):
+    print("MARK-OUT", len(result_diff))
+    print("MARK-ERR", file=sys.stderr)
+    os.write(1, b"MARK-FD1\\n")
+    return {"pass": result_diff.count("+") == Path(oracle_path).read_text().count("+"),
+            "metric": "plus_count"}
+"""
+
+
+@pytest.mark.slow
+def test_what_a_metric_prints_is_in_the_attempt_record_never_in_sealbenchs_output(
+        tmp_path: Path) -> None:
+    proto = _with_metric(make_protocol(tmp_path / "p", n=3, min_n=3), PRINTS, 30)
+    ledger_path = tmp_path / "l.sqlite"
+    sealed = _cli("seal", proto, "--ledger", ledger_path)
+    assert sealed.returncode == 0, sealed.stderr
+    done = _cli("run", proto, "--solver", write_solver(tmp_path / "s"), "--ledger",
+                ledger_path, "--run-id", "p1")
+    assert done.returncode == 0, done.stderr
+    for output in (sealed.stdout, sealed.stderr, done.stdout, done.stderr):
+        assert "MARK" not in output
+    ledger = Ledger(ledger_path)
+    record = {r.task_id: r.record for r in ledger.attempts("p1")}["toy-000"]
+    log = ledger.get_artifact(record["metric_log"]).decode()
+    assert "MARK-OUT" in log and "MARK-ERR" in log and "MARK-FD1" in log
+    assert "MARK-AT-LOAD" not in log  # one call's output: not the module's load
+    refused = {r.task_id: r.record for r in ledger.attempts("p1")}["NP-SECRET-01"]
+    assert "metric_log" not in refused  # the metric never saw a refused attempt
+    ledger.close()
+    shown = _cli("show", "p1", "--task", "toy-000", "--full", "--ledger", ledger_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "--- metric_log" in shown.stdout and "MARK-OUT" in shown.stdout
+
+
+def test_one_calls_output_is_kept_bounded_and_apart_from_the_next(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, "def score(d, o):\n    print(d * 100000)\n    print('END-' + d)\n"
+                               "    return {'pass': True}\n")
+    try:
+        first, second = _score(runner, "A"), _score(runner, "B")
+    finally:
+        runner.close()
+    assert first.log is not None and second.log is not None
+    assert first.log.endswith(b"END-A\n") and second.log.endswith(b"END-B\n")
+    assert b"A" not in second.log.split(b"]", 1)[1]
+    assert len(second.log) < METRIC_LOG_BYTES + 100
+    assert second.log.startswith(b"[sealbench: the first ")
+    assert all(p.stat().st_size < 200_000 for p in tmp_path.glob("metric-*.log"))
 
 
 INTERFACE_2 = '''\
@@ -169,3 +318,6 @@ def test_interface_2_sees_test_results_and_a_read_only_graded_workspace(tmp_path
     assert record["metric"] == {"pass": True, "metric": "custom_v2", "interface": 2, "f2p": 1,
                                 "plus": True, "exit": 0, "hidden_seen": True,
                                 "read_only": True, "oracle_read": True}
+    # verify-report --protocol grades every stored diff again the same way: the hidden tests
+    # run again and the metric reads the rebuilt workspace; it agrees with every record
+    assert rescore(ledger, result.run_id, verify(proto, ledger=ledger)) == []

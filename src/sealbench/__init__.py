@@ -13,6 +13,9 @@ The Python API mirrors the CLI, one function per command:
     sealbench.demo()                         # sealbench demo
     sealbench.import_swebench(file, repos=..., out=...)  # sealbench import swebench FILE
     sealbench.predictions(ledger, run_id)    # sealbench export RUN_ID --format swebench-...
+    sealbench.generate_key(path)             # sealbench keygen PATH
+    sealbench.run(..., options=RunOptions(signer=sealbench.load_signing_key(path)))  # --sign
+    sealbench.check_signature(report, sealbench.load_public_key(pub))  # verify-report --pubkey
 """
 
 __version__ = "0.1.0"
@@ -39,6 +42,11 @@ _EXPORTS = {
     "compare_runs": "sealbench.compare",
     "import_swebench": "sealbench.swebench",
     "predictions": "sealbench.swebench",
+    "check_signature": "sealbench.signing",
+    "generate_key": "sealbench.signing",
+    "load_public_key": "sealbench.signing",
+    "load_signing_key": "sealbench.signing",
+    "sign_report": "sealbench.signing",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -60,12 +60,26 @@ from sealbench.report import (
     to_markdown,
     verify_report,
 )
+from sealbench.rescore import rescore
 from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult, check_kept_out
 from sealbench.runner import resume as resume_run
 from sealbench.runner import run as run_protocol
 from sealbench.runner import trial as trial_protocol
 from sealbench.sealing import seal as seal_protocol
 from sealbench.sealing import verify as verify_protocol
+from sealbench.signing import (
+    SIGNING_KEY_ENV,
+    PublicKey,
+    SigningKey,
+    Verdict,
+    check_not_a_key,
+    check_signature,
+    generate_key,
+    load_public_key,
+    load_signing_key,
+    parse_report,
+    sign_report,
+)
 from sealbench.swebench import (
     DEFAULT_TIMEOUT_SEC,
     NULL_PACK_FILE,
@@ -95,6 +109,14 @@ find_links_option = click.option(
     help="Build the protocol's environment from the wheels in DIR only, offline (pip "
          "--no-index --find-links DIR).",
 )
+
+
+def sign_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEY",
+        envvar=SIGNING_KEY_ENV, show_envvar=True,
+        help=f"Sign {what} with the Ed25519 private key in KEY (`sealbench keygen`); checked "
+             "before anything runs (docs/signing.md).")
 
 
 def _ledger(path: Path | None, *, create: bool = True) -> Ledger:
@@ -174,6 +196,17 @@ def verify(directory: Path, ledger_path: Path | None) -> None:
         sealed = verify_protocol(directory, ledger=ledger)
     out.print(f"intact {sealed.protocol_id}\nidentity {sealed.identity}\n"
               f"files  {len(sealed.lock.files)} verified", markup=False)
+
+
+@main.command(help="Write a new Ed25519 key pair for signing reports: the private key to PATH "
+              "(PEM, readable by its owner only) and the public key to PATH.pub, which readers "
+              "give to `verify-report --pubkey`. Never overwrites a file." + EXIT_HELP)
+@click.argument("path", type=click.Path(path_type=Path))
+def keygen(path: Path) -> None:
+    with _errors():
+        key, public = generate_key(path)
+    out.print(f"private key {path} (keep it; never share it)\npublic key  {public}\n"
+              f"fingerprint {key.fingerprint}", markup=False)
 
 
 PHASES = {"null_pack": "null pack", "dataset": "dataset"}
@@ -299,6 +332,8 @@ def _print_result(result: RunResult) -> None:
         f"95% CI     [{report['ci95'][0]:.4f}, {report['ci95'][1]:.4f}] ({report['ci_method']})",
         f"interval   {report['interval']['reason']}",
         f"headline   {headline_text(report)}",
+        *([f"signed     ed25519 key {report['signature']['key_fingerprint']}"]
+          if "signature" in report else []),
         f"report     {result.report_path}",
         f"           {result.markdown_path}",
         f"           {result.report_path.with_suffix('.html')}",
@@ -352,23 +387,30 @@ def _print_result(result: RunResult) -> None:
               help="Write the run's events to FILE as JSON Lines (docs/formats.md#events).")
 @click.option("--quiet", "-q", is_flag=True,
               help="Nothing on stderr but warnings and errors.")
+@sign_option("the published report (report.json; report.md and .html show the key)")
 @find_links_option
 @ledger_option
 def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
         home_from: Path | None, allow_hosts: tuple[str, ...], tasks: tuple[str, ...],
-        limit: int | None, events_path: Path | None, quiet: bool, find_links: Path | None,
-        ledger_path: Path | None) -> None:
+        limit: int | None, events_path: Path | None, quiet: bool, sign_path: Path | None,
+        find_links: Path | None, ledger_path: Path | None) -> None:
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     # the stream names the task each attempt runs: a solver that could read it (an exposed
     # directory holding it) would know when it sits a control
     hidden = (*hide, events_path) if events_path is not None else hide
+    trial = bool(tasks) or limit is not None
+    with _errors():  # a bad key is found now, not after the whole run
+        signer, hidden = _run_signer(sign_path, trial=trial, hidden=hidden)
+        if events_path is not None:
+            check_not_a_key("--events", events_path, sign_path)
     options = RunOptions(jobs=jobs, timeout_scale=timeout_scale, epochs=epochs,
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
                          hide=hidden, expose=expose, find_links=find_links, env=env,
-                         home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit)
+                         home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit,
+                         signer=signer)
     control = RunControl()
     result: RunResult | TrialResult
     with _errors(), _event_file(events_path, directory, ledger := _ledger(ledger_path),
@@ -388,6 +430,19 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
         _print_trial(result)
     else:
         _print_result(result)
+
+
+def _run_signer(sign_path: Path | None, *, trial: bool, hidden: tuple[Path, ...]
+                ) -> tuple[SigningKey | None, tuple[Path, ...]]:
+    """The key `run` signs with, loaded before the run starts, and the paths to hide. A trial
+    writes no report: `--sign` given with one is refused (by the runner); a key that comes from
+    $SEALBENCH_SIGNING_KEY is not used, but its file is still hidden from the solver."""
+    if sign_path is None:
+        return None, hidden
+    source = click.get_current_context().get_parameter_source("sign_path")
+    if trial and source == click.core.ParameterSource.ENVIRONMENT:
+        return None, (*hidden, sign_path)
+    return load_signing_key(sign_path), hidden
 
 
 def _print_trial(result: TrialResult) -> None:
@@ -427,9 +482,11 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 @click.argument("run_id")
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json",
               show_default=True)
+@sign_option("the recomputed report (--format json only)")
 @ledger_option
-def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
+def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | None) -> None:
     with _errors():
+        signer = _report_signer(sign_path, fmt)
         ledger = _ledger(ledger_path, create=False)
         run_row = ledger.run(run_id)
         ledger.require_intact(run_id)
@@ -439,8 +496,34 @@ def report(run_id: str, fmt: str, ledger_path: Path | None) -> None:
             raise Refused(
                 f"run {run_id} has no publishable report ({run_row.state}): {exc}"
             ) from None
+        if signer is not None:
+            _signable(ledger, run_id, data)
+            data = sign_report(data, signer)
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
     out.print(terminal_safe(render(data)), markup=False, end="")
+
+
+def _signable(ledger: Ledger, run_id: str, data: dict[str, Any]) -> None:
+    """A signature vouches for the records too: never sign a report whose run's chain or
+    artifacts do not verify (exit 3, each problem named)."""
+    problems = verify_report(data, ledger)
+    if problems:
+        raise Refused(f"run {run_id}: its records do not verify; not signing", problems)
+
+
+def _report_signer(sign_path: Path | None, fmt: str) -> SigningKey | None:
+    """`report --sign`: only the JSON carries a signature a reader can check. A key from
+    $SEALBENCH_SIGNING_KEY is ignored for md and html (they are renderings); given as --sign,
+    it is one line, exit 2."""
+    if sign_path is None:
+        return None
+    if fmt != "json":
+        source = click.get_current_context().get_parameter_source("sign_path")
+        if source == click.core.ParameterSource.ENVIRONMENT:
+            return None
+        raise BadInput(f"--sign: applies to --format json only (the signature covers the JSON "
+                       f"report; {fmt} is a rendering of it)")
+    return load_signing_key(sign_path)
 
 
 @main.command(help="List the ledger's runs, newest first: kind (run or trial), protocol, "
@@ -678,32 +761,79 @@ def import_swebench_cmd(instances: Path, repos: Path, out_dir: Path, null_pack: 
               f"{result.out}", markup=False)
 
 
-@main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and "
-              "check the protocol, with --protocol) and name each figure or record that "
-              "differs. Exit 0 only when all agree." + EXIT_HELP)
+@main.command("verify-report", help="Recompute every figure of REPORT from the ledger (and, "
+              "with --protocol, check the protocol and re-score every stored diff with its "
+              "sealed metric) and name each figure or record that differs. Exit 0 only when "
+              "all agree." + EXIT_HELP)
 @click.argument("report_file", type=click.Path(path_type=Path))
 @click.option("--protocol", "protocol_dir", type=click.Path(path_type=Path), default=None,
-              help="The protocol directory: also verify its seal and identity.")
+              help="The protocol directory: also verify its seal and identity, grade every "
+                   "stored diff again with its sealed metric (tests_v1: recompute from the "
+                   "stored test results) and recount under its sealed rules.")
+@click.option("--pubkey", "pubkey_path", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="The signer's public key (KEY.pub): the report must be "
+              "signed by it. Without it a signature is checked against the key the report "
+              "carries, which says nothing of who signed (docs/signing.md).")
 @ledger_option
-def verify_report_cmd(report_file: Path, protocol_dir: Path | None,
+def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path: Path | None,
                       ledger_path: Path | None) -> None:
     with _errors():
+        pubkey: PublicKey | None = None
+        if pubkey_path is not None:
+            pubkey = load_public_key(pubkey_path)
         try:
-            data = json.loads(report_file.read_text(encoding="utf-8"))
+            data = parse_report(report_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise BadInput(f"{report_file}: not a readable report ({exc})") from None
-        if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
-            raise BadInput(f"{report_file}: field 'format': not a {REPORT_FORMAT} report")
-        ledger = _ledger(ledger_path, create=False)
+        if not isinstance(data, dict):
+            raise BadInput(f"{report_file}: not a readable report (not a JSON object)")
+        signature = check_signature(data, pubkey)
+        if data.get("format") != REPORT_FORMAT:
+            wrong = f"field 'format': not a {REPORT_FORMAT} report"
+            if signature.problems:  # an edited signed report: refused for that, exit 3
+                raise Refused(f"{report_file}: does not match its signature",
+                              [*signature.problems, wrong])
+            raise BadInput(f"{report_file}: {wrong}")
+        ledger = _ledger_for_signed(ledger_path, report_file, signature)
         sealed = None if protocol_dir is None else verify_protocol(protocol_dir, ledger=ledger)
-        problems = verify_report(data, ledger, sealed)
-        if sealed is not None and sealed.identity != data.get("identity"):
-            problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
-                            f"report's {data.get('identity')}")
+        problems = [*signature.problems, *verify_report(data, ledger, sealed)]
+        rescored = ("; records not re-scored (--protocol DIR grades every stored diff again "
+                    "with the sealed metric)")
+        if sealed is not None:
+            rescored = ""
+            if sealed.identity != data.get("identity"):
+                problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
+                                f"report's {data.get('identity')}")
+            elif ledger.has_run(data["run_id"]):
+                problems += rescore(ledger, data["run_id"], sealed)
+                rescored = "; the sealed metric agrees with every recorded outcome"
         if problems:
-            raise Refused(f"{report_file}: does not match the ledger", problems)
+            what = "its signature" if not problems[len(signature.problems):] \
+                else "the ledger"
+            raise Refused(f"{report_file}: does not match {what}", problems)
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
-              f"(run {data['run_id']}, {data['records']['attempts']} attempts)", markup=False)
+              f"(run {data['run_id']}, {data['records']['attempts']} attempts){rescored}\n"
+              f"{signature.summary()}", markup=False)
+    began = ledger.run(data["run_id"]).options.get("signing_key")
+    if not signature.signed and began:  # e.g. recomputed by `report`, or stripped
+        out.print(f"note: run {data['run_id']} published a report signed by key {began}; "
+                  "this copy carries no signature", markup=False)
+
+
+def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict) -> Ledger:
+    """The ledger verify-report recomputes from. A reader may hold the signed report and the
+    public key but not the ledger: what the signature check found is still said — refused
+    (exit 3) when it failed, one line on stderr when it held — before the ledger's error."""
+    try:
+        return _ledger(path, create=False)
+    except SealbenchError as exc:
+        if signature.problems:
+            raise Refused(f"{report_file}: does not match its signature",
+                          [*signature.problems, *exc.lines()]) from None
+        if signature.signed:
+            err.print(f"{report_file}: {signature.summary()}; its figures were not checked",
+                      markup=False)
+        raise
 
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:

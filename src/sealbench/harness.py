@@ -31,7 +31,7 @@ from sealbench.environment import (
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.metric import Grader, MetricRunner
+from sealbench.metric import Grader, MetricHung, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
@@ -377,5 +377,12 @@ class Harness:
                 done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
                     task, epoch = running.pop(future)
-                    on_finished(task, epoch, future.result())
+                    try:
+                        result = future.result()
+                    except MetricHung:
+                        # the instrument broke: the attempts still running end now (killed,
+                        # never recorded) and the caller stops
+                        self._abort.set()
+                        raise
+                    on_finished(task, epoch, result)
                 fill()

@@ -78,11 +78,15 @@ def artifact(ledger: Ledger, digest: object, *, full: bool) -> Captured | None:
 
 
 def attempt_logs(ledger: Ledger, row: AttemptRow, *, full: bool) -> dict[str, Captured | None]:
-    """The solver's stdout and stderr (tailed unless full) and the diff (whole: it is what was
-    graded)."""
-    return {"diff": artifact(ledger, row.record.get("diff"), full=True),
+    """The solver's stdout and stderr (tailed unless full), the diff (whole: it is what was
+    graded) and, when the sealed metric module scored it, what the metric printed (tailed
+    unless full)."""
+    logs = {"diff": artifact(ledger, row.record.get("diff"), full=True),
             "stdout": artifact(ledger, row.record.get("stdout"), full=full),
             "stderr": artifact(ledger, row.record.get("stderr"), full=full)}
+    if "metric_log" in row.record:
+        logs["metric_log"] = artifact(ledger, row.record["metric_log"], full=full)
+    return logs
 
 
 def failed(row: AttemptRow) -> bool:

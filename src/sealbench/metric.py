@@ -7,6 +7,12 @@ disk: a metric file swapped between `verify` and scoring must not score), each c
 timeout, and whatever it prints goes to a log, never into sealbench's output. Workers are kept
 between calls (one per concurrent attempt) so a run pays an interpreter start-up per worker,
 not per attempt. The built-in `tests_v1` is sealbench's own pure function of the test results.
+
+A metric that does not answer within `metric.timeout_sec` is the instrument's failure, not the
+agent's: `score` raises MetricHung (naming the task), which stops seal's instrument check and a
+run (left resumable) instead of recording a "fail" against the agent. What a metric prints
+during one call is handed back with its result (bounded, METRIC_LOG_BYTES) for the attempt's
+record (`metric_log`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +41,10 @@ from sealbench.verifier import Verifier, VerifierRun, resolved
 METRIC_INTERFACE_VERSION = 2
 MAX_REPLY_BYTES = 1024 * 1024
 LOG_TAIL_BYTES = 300
+# what one call's output may keep in the attempt record: its last bytes (a traceback ends there)
+METRIC_LOG_BYTES = 64 * 1024
+# how often a worker waiting for its answer looks whether another attempt's metric hung
+POLL_SEC = 0.2
 METRIC_MAX_PROCESSES = 512
 
 # The worker: reads the sealed code (length-prefixed) on stdin, answers one JSON line per
@@ -84,10 +94,35 @@ class MetricResult:
     name: str
     raw: dict[str, Any]
     error: str | None = None
+    log: bytes | None = None  # what the metric printed during this call (None: a built-in)
 
 
 class MetricFailure(Exception):
     """A metric worker that died, hung or answered nonsense."""
+
+
+class MetricTimeout(MetricFailure):
+    """A metric worker that did not answer within metric.timeout_sec."""
+
+
+class MetricHung(Refused):
+    """The sealed metric did not answer within its timeout on one task: an instrument
+    failure. Never an outcome: the caller stops (seal refuses, a run stops resumable), so a
+    broken metric is never counted against the agent (docs/protocol.md#the-metric)."""
+
+    def __init__(self, module: str, task_id: str, timeout: float, *,
+                 elsewhere: bool = False) -> None:
+        self.module = module
+        self.task_id = task_id
+        self.timeout = timeout
+        why = ("stopped because the metric hung on another task" if elsewhere else
+               f"did not answer within {timeout:g} s (metric.timeout_sec)")
+        super().__init__(f"{module}: the metric {why} on task '{task_id}'; an instrument "
+                         "failure, not the agent's")
+
+
+class MetricStopped(MetricFailure):
+    """A call given up because another call of the same metric hung (MetricRunner.hung)."""
 
 
 class _Worker:
@@ -123,18 +158,21 @@ class _Worker:
         except (BrokenPipeError, OSError) as exc:
             raise MetricFailure(f"the metric process ended ({exc}){self.tail()}") from None
 
-    def receive(self, timeout: float) -> dict[str, Any]:
-        """The next answer line; MetricFailure on timeout, death or a malformed line."""
+    def receive(self, timeout: float, stop: threading.Event | None = None) -> dict[str, Any]:
+        """The next answer line; MetricTimeout on timeout, MetricFailure on death or a
+        malformed line, MetricStopped as soon as `stop` is set (another metric call hung)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buffer:
+                if stop is not None and stop.is_set():
+                    raise MetricStopped("another metric call hung")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise MetricFailure(f"timed out after {timeout:g} s (metric.timeout_sec)")
-                if not selector.select(left):
+                    raise MetricTimeout(f"timed out after {timeout:g} s (metric.timeout_sec)")
+                if not selector.select(min(left, POLL_SEC)):
                     continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -150,6 +188,26 @@ class _Worker:
         if not isinstance(answer, dict):
             raise MetricFailure("answered something that is not a JSON object")
         return answer
+
+    def clear_log(self) -> None:
+        """Empty the log before a call: what is in it afterwards is that call's output (and
+        the file never grows past one call's worth)."""
+        with contextlib.suppress(OSError):
+            os.truncate(self.log, 0)
+
+    def call_log(self) -> bytes:
+        """What the metric printed since clear_log, its last METRIC_LOG_BYTES kept."""
+        try:
+            with self.log.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size > METRIC_LOG_BYTES:
+                    handle.seek(size - METRIC_LOG_BYTES)
+                data = handle.read(METRIC_LOG_BYTES)
+        except OSError:
+            return b""
+        if size > METRIC_LOG_BYTES:
+            return f"[sealbench: the first {size - len(data)} bytes were cut]\n".encode() + data
+        return data
 
     def tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -189,6 +247,8 @@ class MetricRunner:
         self.scratch = scratch
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
+        # set once a call hung: every call still waiting gives up at once (the caller stops)
+        self.hung = threading.Event()
         self._started = 0
         if code is not None:
             if ref.sha256 not in ("PENDING_SEAL", self.sha256):
@@ -269,23 +329,35 @@ class MetricRunner:
             passed, why = resolved(tests, task.fail_to_pass, task.pass_to_pass)
             return MetricResult(passed, "tests_v1",
                                 {"pass": passed, "metric": "tests_v1", "detail": why})
+        if self.hung.is_set():
+            raise MetricHung(self.path, task.id, self.ref.timeout_sec, elsewhere=True)
         try:
             worker = self._acquire()
         except BadInput as exc:
             return MetricResult(False, "", {}, str(exc))
         request_id = secrets.token_hex(8)
+        worker.clear_log()
         try:
             worker.send(json.dumps({**request, "id": request_id}).encode() + b"\n")
-            answer = worker.receive(self.ref.timeout_sec)
+            answer = worker.receive(self.ref.timeout_sec, self.hung)
             if answer.get("id") != request_id:  # an answer that is not to this request
                 raise MetricFailure("answered out of turn (not to this request)")
-        except MetricFailure as exc:
+        except MetricTimeout:
             worker.kill()
-            return MetricResult(False, "", {}, str(exc))
+            self.hung.set()
+            raise MetricHung(self.path, task.id, self.ref.timeout_sec) from None
+        except MetricStopped:
+            worker.kill()
+            raise MetricHung(self.path, task.id, self.ref.timeout_sec, elsewhere=True) from None
+        except MetricFailure as exc:
+            log = worker.call_log()
+            worker.kill()
+            return MetricResult(False, "", {}, str(exc), log)
+        log = worker.call_log()
         self._release(worker)
         if "error" in answer:
-            return MetricResult(False, "", {}, str(answer["error"]))
-        return _checked(answer.get("raw"))
+            return MetricResult(False, "", {}, str(answer["error"]), log)
+        return replace(_checked(answer.get("raw")), log=log)
 
 
 def _checked(raw: Any) -> MetricResult:

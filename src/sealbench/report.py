@@ -416,6 +416,10 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
              ("infrastructure errors (not scored)", str(report["infrastructure_errors"])),
              ("task ids", "blind (opaque attempt ids)" if report["task_ids"] == "blind"
               else "visible: controls not blinded")]
+    signature = report.get("signature")
+    if isinstance(signature, dict):  # report.json holds the signature (docs/signing.md)
+        rows.append(("signed by", f"{signature.get('algorithm')} key "
+                                  f"{signature.get('key_fingerprint')} (see report.json)"))
     return rows
 
 
@@ -552,7 +556,8 @@ def verify_report(report: dict[str, Any], ledger: Ledger,
                         "this ledger")
     for key in sorted(given.keys() | fresh.keys()):
         if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions.") \
-                or key == "records.chain_head":
+                or key == "records.chain_head" \
+                or key.partition(".")[0] == "signature":  # checked by signing.check_signature
             continue
         if given.get(key) != fresh.get(key):
             problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
@@ -563,7 +568,7 @@ def verify_report(report: dict[str, Any], ledger: Ledger,
 def _artifact_problems(ledger: Ledger, run_id: str) -> list[str]:
     problems = []
     for row in ledger.attempts(run_id):
-        for kind in ("diff", "stdout", "stderr"):
+        for kind in ("diff", "stdout", "stderr", "metric_log"):
             digest = row.record.get(kind)
             if digest is None:
                 continue

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import sealbench
 from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
@@ -38,6 +38,7 @@ from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.ledger import AttemptRow, Ledger
+from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
 from sealbench.report import (
     NotPublishable,
@@ -52,6 +53,7 @@ from sealbench.report import (
 from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect, regular_file_head, symlink_chain
 from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
+from sealbench.signing import SigningKey, check_not_a_key, sign_report
 from sealbench.solver import AttemptResult, CommandSolver
 from sealbench.stats import derive_seed
 from sealbench.verifier import VerifierRun
@@ -100,6 +102,9 @@ class RunOptions:
     # `limit` dataset tasks in the dataset file's order; never a rate, a report or a gate
     tasks: tuple[str, ...] = ()
     limit: int | None = None
+    # `--sign KEY`: loaded (and so checked) before the run starts; signs the published report
+    # files, hidden from the solver (docs/signing.md)
+    signer: SigningKey | None = None
 
     @property
     def trial(self) -> bool:
@@ -381,6 +386,7 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "stdout": ledger.put_artifact(result.stdout),
         "stderr": ledger.put_artifact(result.stderr),
         "metric": result.metric.raw if result.metric else None,
+        **metric_log_record(result.metric, ledger),
         "files_touched": result.files_touched,
         "forbidden_written": list(result.forbidden_written),
         "returncode": result.returncode,
@@ -388,6 +394,15 @@ def attempt_record(task: Task, result: Finished, ledger: Ledger,
         "tests": tests_record(result.tests, ledger),
         **egress_record(result.egress),
     }
+
+
+def metric_log_record(metric: MetricResult | None, ledger: Ledger) -> dict[str, Any]:
+    """What a sealed metric module printed while it scored this attempt (its last
+    metric.METRIC_LOG_BYTES), as an artifact: never in sealbench's own output. Absent for a
+    built-in metric and for an attempt the metric never saw."""
+    if metric is None or metric.log is None:
+        return {}
+    return {"metric_log": ledger.put_artifact(metric.log)}
 
 
 def egress_record(log: EgressLog | None) -> dict[str, Any]:
@@ -461,6 +476,7 @@ class Run:
         self.env_names = env_names(options, spec.solver.env, sealed.protocol.path.name)
         self.home_seed = None if options.home_from is None else check_home_from(
             options.home_from, sealed.protocol.root, ledger)
+        check_signer_kept_out(options.signer, self.home_seed)
         # a resume compares what the program resolves to now with what the run began with
         self.begun_with: tuple[str, ...] | None = None
         self.allow_hosts = allowed_hosts(options.allow_hosts)
@@ -473,6 +489,11 @@ class Run:
             raise Refused(f"{sealed.protocol.path.name}: budget.network is 'model-api', which "
                           f"only bubblewrap can enforce, and no sandbox is available: "
                           f"{self.sandbox.reason}")
+        if self.sandbox.kind == "none" and options.signer is not None:
+            raise Refused(f"--sign {options.signer.path}: no sandbox is available "
+                          f"({self.sandbox.reason}), so the solver could read the signing key; "
+                          "sign where bubblewrap works, or sign the report afterwards with "
+                          "`sealbench report RUN_ID --sign KEY`")
         if self.sandbox.kind == "none":
             if spec.budget.sandbox == "required":
                 raise Refused(f"{sealed.protocol.path.name}: budget.sandbox is 'required' but "
@@ -515,6 +536,10 @@ class Run:
                    BUNDLED_EXAMPLE: "sealbench's bundled example"}
         reasons.update({p: "sealbench's source checkout" for p in checkout_secrets()})
         reasons.update({p.resolve(): "--hide" for p in self.options.hide})
+        if self.options.signer is not None:
+            # the real file: a symlink to it resolves onto what covers it (a bind onto the
+            # symlink itself would fail: bubblewrap follows it)
+            reasons[self.options.signer.path.resolve()] = "the signing key"
         return reasons
 
     def _bind_solver(self, harness: Harness) -> None:
@@ -642,6 +667,8 @@ class Run:
                 if not self.doomed.is_set():
                     self._stopped_check()
                 self._gate(rules)
+        except MetricHung as exc:
+            self._stop_for_metric(exc)
         except (Refused, RunInterrupted):
             raise
         except BaseException as exc:
@@ -651,6 +678,17 @@ class Run:
             self.ledger.set_run_state(self.run_id, "trial" if self.trial else "interrupted",
                                       f"{type(exc).__name__}: {exc}")
             raise
+
+    def _stop_for_metric(self, hung: MetricHung) -> NoReturn:
+        """A metric that hung is the instrument's failure: nothing is recorded for the attempt
+        (the agent is not charged a "fail"), the attempts in flight become interrupted ones and
+        the run stops resumable, in one line naming the task."""
+        self.ledger.recover_inflight(self.run_id, "stopped: the metric hung")
+        state = "trial" if self.trial else "interrupted"
+        self.ledger.set_run_state(self.run_id, state, str(hung))
+        self.emit("stopped", {"reason": str(hung)})
+        then = "" if self.trial else f"; resume with: {self.resume_command()}"
+        raise Refused(f"run {self.run_id} stopped: {hung}{then}") from None
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
@@ -716,6 +754,9 @@ class Run:
             "solver_files": solver_file_digests(self.argv),
             "hide": [str(p.resolve()) for p in self.options.hide],
             "versions": versions(),
+            # which key signs the report (never the key): a resume must give the same one
+            "signing_key": None if self.options.signer is None
+            else self.options.signer.fingerprint,
             "pid": os.getpid(), "host": socket.gethostname(),
         }
 
@@ -821,6 +862,9 @@ class Run:
             self.emit("refused", {"reason": str(exc)})
             raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
+        if self.options.signer is not None:  # the files carry it; the ledger's copy does not
+            self._check_signable()
+            report = sign_report(report, self.options.signer)
         json_path = self.report_path
         md_path = json_path.with_suffix(".md")
         try:
@@ -836,6 +880,16 @@ class Run:
                                 "ci95": report["ci95"], "ci_method": report["ci_method"],
                                 "report": str(json_path)})
         return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+
+
+    def _check_signable(self) -> None:
+        """The signature covers the chain head: never vouch for a chain that does not verify
+        (records edited under a running or resumed run). The run stays published in the
+        ledger, unsigned; exit 3 naming each bad link."""
+        problems = self.ledger.verify_chain(self.run_id)
+        if problems:
+            raise Refused(f"run {self.run_id}: its hash chain does not verify; the report is "
+                          "not signed", problems)
 
 
 class Tally:
@@ -887,6 +941,12 @@ def _check_options(options: RunOptions) -> None:
     if not math.isfinite(options.timeout_scale) or options.timeout_scale <= 0:
         raise BadInput(f"--timeout-scale must be a finite number > 0, not {options.timeout_scale}")
     report = options.report_path
+    if report is not None:
+        for written in (report, report.with_suffix(".md"), report.with_suffix(".html")):
+            check_not_a_key("--report", written, options.signer.path if options.signer else None)
+    if options.signer is not None and options.trial:
+        raise BadInput(f"--sign {options.signer.path}: a trial (--task, --limit) writes no "
+                       "report to sign")
     if report is not None and options.trial:
         raise BadInput(f"--report {report}: a trial (--task, --limit) writes no report")
     if report is not None and (report.is_dir() or (report.parent.exists()
@@ -976,7 +1036,9 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                         find_links=options.find_links,
                         env=tuple(row.options.get("env_names") or ()),
                         home_from=_stored_home(row.options),
-                        allow_hosts=tuple(row.options.get("allow_hosts", [])))
+                        allow_hosts=tuple(row.options.get("allow_hosts", [])),
+                        signer=options.signer)
+    _check_same_signer(run_id, row.options.get("signing_key"), options.signer)
     if options.allow_hosts and set(allowed_hosts(options.allow_hosts)) \
             != set(allowed_hosts(stored.allow_hosts)):
         raise Refused(f"run {run_id} began with --allow-host {list(stored.allow_hosts)}; it "
@@ -1016,6 +1078,32 @@ def solver_file_digests(argv: tuple[str, ...]) -> dict[str, str]:
         except OSError:
             continue  # unreadable here: the sandbox will say so when it starts
     return digests
+def check_signer_kept_out(signer: SigningKey | None, home_seed: HomeSeed | None) -> None:
+    """`--home-from` is copied into every attempt's HOME: a signing key inside it would be
+    handed to the solver (hiding covers bound paths, not copies). One line, exit 2."""
+    if signer is None or home_seed is None:
+        return
+    key = signer.path.resolve()
+    if key.is_relative_to(home_seed.path.resolve()):
+        raise BadInput(f"--home-from {home_seed.path}: holds the signing key {signer.path}, "
+                       "which would be copied to the solver; keep the key elsewhere")
+
+
+def _check_same_signer(run_id: str, began: str | None, signer: SigningKey | None) -> None:
+    """A resume signs with the key the run began with (its fingerprint is in the run header;
+    the key itself is never stored): a run begun signed is not finished unsigned, nor under
+    another key, nor an unsigned run turned signed half-way. One line, exit 3."""
+    given = None if signer is None else signer.fingerprint
+    if given == began:
+        return
+    if began is None:
+        raise Refused(f"run {run_id} began unsigned; it cannot be resumed with --sign (sign "
+                      f"its report once published: sealbench report {run_id} --sign KEY)")
+    if signer is None:
+        raise Refused(f"run {run_id} began signed by key {began}; resume it with --sign and "
+                      "that key (or $SEALBENCH_SIGNING_KEY)")
+    raise Refused(f"run {run_id} began signed by key {began}; --sign {signer.path} is key "
+                  f"{given}; resume with the key it began with")
 
 
 def _stored_home(options: dict[str, Any]) -> Path | None:

@@ -30,6 +30,7 @@ from sealbench.environment import (
 from sealbench.errors import BadInput, Problem, Refused
 from sealbench.harness import Finished, Harness, InfraFailure, SealedFile
 from sealbench.ledger import Ledger, canonical
+from sealbench.metric import MetricHung
 from sealbench.protocol import (
     LOCK_FILE,
     PENDING_SEAL,
@@ -278,8 +279,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
                  verifier_sandbox=confined, environment=environment,
                  find_links=find_links) as harness:
-        oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
-        nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
+        try:
+            oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
+            nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
+        except MetricHung as hung:
+            raise Refused(f"the instrument check stopped: {hung}") from None
     problems: list[str] = []
     for task in checked:
         where = f"{task.source}:{task.line}: task '{task.id}'"
