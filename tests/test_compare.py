@@ -249,8 +249,39 @@ def test_tampered_records_are_refused(bench: Bench, tmp_path: Path) -> None:
     target.close()
     with pytest.raises(Refused) as caught:
         compare_runs(Ledger(copy), bench.runs["skip14"], bench.runs["skip2"])
-    assert "tampered" in str(caught.value)
+    assert f"run {bench.runs['skip14']}: chain broken at link" in str(caught.value)
     assert any("edited" in line for line in caught.value.lines())
+
+
+def copied_run(ledger: Ledger, source: str, name: str, **options: Any) -> str:
+    """A published copy of `source` recorded under other run options (through the ledger API,
+    as the runner records a run)."""
+    src = ledger.run(source)
+    run_id = f"{source}-{name}"
+    ledger.create_run(run_id, src.protocol_id, src.identity, src.solver,
+                      options.pop("sandbox", src.sandbox), {**src.options, **options})
+    for row in ledger.attempts(source):
+        ledger.add_attempt(run_id, row.phase, row.task_id, row.epoch, row.record)
+    ledger.finish_run(run_id, "finished")
+    ledger.finish_run(run_id, "published", None, build_report(ledger, run_id))
+    return run_id
+
+
+@pytest.mark.parametrize(("name", "options", "named"), [
+    ("scale", {"timeout_scale": 50.0}, "timeout scale 1.0 vs 50.0"),
+    ("none", {"sandbox": "none"}, "sandbox 'bwrap' vs 'none'"),
+    ("expose", {"expose": ["/opt/answers"]}, "exposed paths [] vs ['/opt/answers']"),
+    ("epochs", {"epochs": 3}, "epochs 1 vs 3"),
+])
+def test_runs_under_different_conditions_are_refused(bench: Bench, name: str,
+                                                     options: dict[str, Any],
+                                                     named: str) -> None:
+    """A paired test would call a weaker sandbox, a longer timeout or an exposed file a
+    better agent."""
+    other = copied_run(bench.ledger, bench.runs["good1"], name, **options)
+    with pytest.raises(Refused, match="different conditions") as caught:
+        compare_runs(bench.ledger, bench.runs["good2"], other)
+    assert named in str(caught.value)
 
 
 def test_verdict_leads_with_what_the_data_say() -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from toy import SOLVER, make_protocol, write_solver
@@ -17,6 +20,7 @@ from toy import SOLVER, make_protocol, write_solver
 from sealbench.errors import BadInput, Refused
 from sealbench.example import init
 from sealbench.ledger import SCHEMA_VERSION, TEMP_PREFIX, Ledger
+from sealbench.report import build_report
 from sealbench.runner import RunOptions, run
 from sealbench.sealing import seal
 from sealbench.stats import cluster_labels, derive_seed, headline
@@ -63,7 +67,7 @@ def test_one_changed_byte_in_a_record_is_named(cli, published) -> None:  # type:
     db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=4", (forged, run_id))
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
-    assert "attempt seq 4" in result.stderr and "edited" in result.stderr
+    assert "link 4 (attempt" in result.stderr and "edited" in result.stderr
 
 
 def test_a_deleted_record_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
@@ -71,7 +75,7 @@ def test_a_deleted_record_is_named(cli, published) -> None:  # type: ignore[no-u
     _db(ledger).execute("DELETE FROM attempts WHERE run_id=? AND seq=5", (run_id,))
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
-    assert "attempt seq 6" in result.stderr and "deleted" in result.stderr
+    assert "link 6 (attempt" in result.stderr and "deleted" in result.stderr
 
 
 def test_two_swapped_records_are_named(cli, published) -> None:  # type: ignore[no-untyped-def]
@@ -85,7 +89,7 @@ def test_two_swapped_records_are_named(cli, published) -> None:  # type: ignore[
                    "AND seq=?", (phase, task, epoch, record, run_id, seq))
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
-    assert "attempt seq 6" in result.stderr and "attempt seq 7" in result.stderr
+    assert "link 6 (attempt" in result.stderr and "link 7 (attempt" in result.stderr
 
 
 def test_an_edited_figure_in_the_report_is_named(cli, published, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -311,3 +315,74 @@ def test_opening_the_ledger_again_in_one_process_keeps_its_sqlite_locks(tmp_path
     assert first.protocol_identity("b") == "sha256:y"
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+def _v2_module(tmp_path: Path) -> Any:
+    """The ledger module as it was at schema v2 (a copy of src/sealbench/ledger.py at commit
+    e423c17, kept in tests/data), to write a real v2 ledger."""
+    source = (Path(__file__).parent / "data" / "ledger_v2.py.txt").read_text()
+    assert "SCHEMA_VERSION = 2" in source
+    path = tmp_path / "ledger_v2.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("ledger_v2", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ledger_v2"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_v2_ledger_is_migrated_in_place(tmp_path: Path) -> None:
+    """A v2 ledger written by the v2 code: every run gets a header link (marked
+    migrated_from 2) after its records, its interrupted attempts chained, a log entry; its
+    state and settings read as before; the chain verifies."""
+    old = _v2_module(tmp_path)
+    path = tmp_path / "v2.sqlite"
+    ledger = old.Ledger(path)
+    options = {"kind": "run", "epochs": 1, "min_n": 1, "timeout_scale": 2.0,
+               "expected": {"null_pack": 0, "dataset": 1}, "pid": 4242, "host": "h"}
+    ledger.create_run("old-1", "toy.bench", "sha256:x", "agent", "bwrap", options)
+    ledger.add_attempt("old-1", "dataset", "t1", 0, {"outcome": "pass", "duration": 1.0})
+    ledger.begin_attempt("old-1", "dataset", "t2", 0)
+    ledger.note_interrupted("old-1", "dataset", "t2", 0, "killed")
+    ledger.set_run_state("old-1", "interrupted", "stopped by the user")
+    ledger.close()
+    migrated = Ledger(path)
+    assert migrated.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert migrated.chain_problems("old-1") == []
+    assert migrated.integrity("old-1") == []
+    links = migrated.links("old-1")
+    assert [link.kind for link in links] == ["attempt", "header", "interrupted_attempt"]
+    assert links[1].body["migrated_from"] == 2
+    row = migrated.run("old-1")
+    assert (row.state, row.reason, row.migrated) == ("interrupted", "stopped by the user", True)
+    assert row.options == options and row.sandbox == "bwrap"
+    assert [i["how"] for i in migrated.interrupted("old-1")] == ["killed"]
+    assert migrated.deleted_runs() == []
+    migrated.close()
+    again = Ledger(path)  # opening a v3 ledger again migrates nothing
+    assert len(again.links("old-1")) == 3
+    again.db.execute("DELETE FROM runs WHERE run_id='old-1'")
+    assert again.deleted_runs() == ["old-1"]
+
+
+def test_a_published_v2_run_still_reports_after_migration(published, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The records of a real published run, written into a v2 ledger by the v2 code, migrate
+    and report the same figures, saying the settings are chained only since migration."""
+    ledger_path, report_path, run_id = published
+    report = json.loads(report_path.read_text())
+    source = Ledger(ledger_path)
+    row = source.run(run_id)
+    old = _v2_module(tmp_path)
+    v2 = old.Ledger(tmp_path / "v2.sqlite")
+    v2.create_run(run_id, row.protocol_id, row.identity, row.solver, row.sandbox, row.options)
+    for a in source.attempts(run_id):
+        v2.add_attempt(run_id, a.phase, a.task_id, a.epoch, a.record)
+    v2.finish_run(run_id, "finished")
+    v2.finish_run(run_id, "published", None, report)
+    v2.close()
+    shutil.copytree(source.artifacts, tmp_path / "v2.sqlite.artifacts")
+    migrated = Ledger(tmp_path / "v2.sqlite")
+    assert migrated.integrity(run_id) == []
+    again = build_report(migrated, run_id)
+    assert (again["n"], again["mean"], again["ci95"]) == (report["n"], report["mean"],
+                                                          report["ci95"])
+    assert again["records"]["settings_chained"] == "since migration from ledger v2"

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy import SOLVER, write_solver
 
-from sealbench.ledger import Ledger
-from sealbench.report import to_markdown
-from sealbench.runner import RunOptions, run
+from sealbench.ledger import AttemptRow, Ledger, Link
+from sealbench.report import attempt_history, covered_links, to_markdown, verify_report
+from sealbench.runner import RunControl, RunInterrupted, RunOptions, resume, run
 from sealbench.sealing import seal
 
 DATA = Path(__file__).parent / "data"
@@ -264,12 +264,67 @@ def test_a_report_from_before_the_network_policy_still_verifies(tmp_path: Path) 
 
     report = golden_run(tmp_path)
     ledger = Ledger(Path(report["records"]["ledger"]))
-    options = ledger.run(report["run_id"]).options
-    del options["network"], options["allow_hosts"]
-    with ledger.transaction() as db:  # the run header as an older sealbench wrote it
-        db.execute("UPDATE runs SET options = ? WHERE run_id = ?",
-                   (json.dumps(options), report["run_id"]))
-    old = {k: v for k, v in report.items() if k not in ("network", "allow_hosts")}
+    source = ledger.run(report["run_id"])
+    options = {k: v for k, v in source.options.items() if k not in ("network", "allow_hosts")}
+    # the same records under a run header as an older sealbench wrote it
+    ledger.create_run("older", source.protocol_id, source.identity, source.solver,
+                      source.sandbox, options)
+    for row in ledger.attempts(source.run_id):
+        ledger.add_attempt("older", row.phase, row.task_id, row.epoch, row.record)
+    ledger.finish_run("older", "finished")
+    old = build_report(ledger, "older")
+    assert "network" not in old and "allow_hosts" not in old
+    ledger.finish_run("older", "published", None, old)
     assert verify_report(old, ledger) == []
-    assert "network" not in build_report(ledger, report["run_id"])
     assert network_text(old) == "not recorded"
+
+
+def _link(seq: int, kind: str, body: dict[str, Any] | None = None,
+          attempt: tuple[str, str, int, str] | None = None) -> Link:
+    row = None
+    if attempt is not None:
+        phase, task, epoch, outcome = attempt
+        row = AttemptRow(seq, phase, task, epoch, {"outcome": outcome, "detail": "bwrap died"},
+                         "p", f"d{seq}")
+    return Link(seq, kind, body or {}, "p", f"d{seq}", row)
+
+
+def test_attempt_history_lists_interrupted_and_rerun_attempts() -> None:
+    links = [_link(0, "header"), _link(1, "created"),
+             _link(2, "attempt", attempt=("dataset", "t1", 0, "infrastructure_error")),
+             _link(3, "interrupted_attempt", {"phase": "dataset", "task_id": "t2", "epoch": 1,
+                                              "how": "killed by a second interrupt"}),
+             _link(4, "interrupted", {"reason": "stopped by the user"}),
+             _link(5, "resumed"),
+             _link(6, "attempt", attempt=("dataset", "t1", 0, "pass")),
+             _link(7, "attempt", attempt=("dataset", "t2", 1, "pass")),
+             _link(8, "finished"), _link(9, "published")]
+    covered = covered_links(links)
+    assert covered[-1].seq == 8  # the published link is never covered by its report
+    assert attempt_history(covered) == {
+        "interrupted": [{"phase": "dataset", "task_id": "t2", "epoch": 1,
+                         "how": "killed by a second interrupt"}],
+        "rerun": [{"phase": "dataset", "task_id": "t1", "epoch": 0,
+                   "how": "infrastructure error, re-run: bwrap died"}]}
+
+
+def test_a_resumed_run_lists_the_attempt_it_lost_in_report_json(tmp_path: Path) -> None:
+    """An attempt in flight when the run died is chained as interrupted and shown in
+    report.json; the report still verifies."""
+    from toy import make_protocol
+
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger, sandbox="none")
+    command = write_solver(tmp_path / "agent", SOLVER)
+    control = RunControl()
+    control.stop.set()  # recorded, then stopped before any attempt
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=ledger, run_id="lost", control=control,
+            options=RunOptions(sandbox="none"))
+    ledger.begin_attempt("lost", "dataset", "toy-001", 0)  # as a killed process leaves it
+    result = resume(proto, command, "lost", ledger=ledger, options=RunOptions(sandbox="none"))
+    assert result.report["attempt_history"]["interrupted"] == [
+        {"phase": "dataset", "task_id": "toy-001", "epoch": 0,
+         "how": "the run died while it ran"}]
+    assert verify_report(result.report, ledger) == []

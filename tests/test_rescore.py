@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from toy import SOLVER, make_protocol, make_tested_protocol, write_solver
 
-from sealbench.ledger import GENESIS, AttemptRow, Ledger, chain_digest
+from sealbench.ledger import GENESIS, AttemptRow, Ledger, canonical, chain_digest, event_digest
 from sealbench.protocol import Task
 from sealbench.report import build_report, to_json
 from sealbench.rescore import _stored_run, broken_rule, recount, rescore, rescored
@@ -56,33 +56,74 @@ def get_artifact(ledger_path: Path, digest: str) -> bytes:
 
 
 def forge(ledger_path: Path, report_path: Path, run_id: str, edits: dict[str, Edit]) -> None:
-    """Rewrite the records of the tasks in `edits`, recompute the whole chain after them, then
-    rebuild the report from the forged ledger and store it (file and runs row): everything
-    the chain and the figures can check agrees afterwards."""
+    """Rewrite the records of the tasks in `edits`, recompute the run's whole chain (attempt and
+    event links), rebuild the report from the forged ledger and store it (file, runs row, the
+    published link's digest of it), then recompute the ledger log: everything the chain and
+    the figures can check agrees afterwards."""
     db = sqlite3.connect(ledger_path, isolation_level=None)
-    rows = db.execute("SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=? "
-                      "ORDER BY seq", (run_id,)).fetchall()
-    # the chain goes on from whatever the first record follows (the genesis, or a header link)
-    first = db.execute("SELECT prev_digest FROM attempts WHERE run_id=? ORDER BY seq LIMIT 1",
-                       (run_id,)).fetchone()
-    prev = first[0] if first else GENESIS
-    for seq, phase, task_id, epoch, text in rows:
-        record = json.loads(text)
+    for seq, task_id, text in db.execute("SELECT seq, task_id, record FROM attempts WHERE "
+                                         "run_id=?", (run_id,)).fetchall():
         if task_id in edits:
-            record = edits[task_id](record)
-        body = {"run_id": run_id, "seq": seq, "phase": phase, "task_id": task_id,
-                "epoch": epoch, **record}
-        digest = chain_digest(prev, body)
-        db.execute("UPDATE attempts SET record=?, prev_digest=?, digest=? WHERE run_id=? AND "
-                   "seq=?", (json.dumps(record, sort_keys=True), prev, digest, run_id, seq))
-        prev = digest
+            db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
+                       (json.dumps(edits[task_id](json.loads(text)), sort_keys=True), run_id,
+                        seq))
+    _relink(db, run_id)
     ledger = Ledger(ledger_path)
     report = build_report(ledger, run_id)
     ledger.close()
     report_path.write_text(to_json(report), encoding="utf-8")
     db.execute("UPDATE runs SET report=? WHERE run_id=?",
                (json.dumps(report, sort_keys=True), run_id))
+    seq, body = db.execute("SELECT seq, body FROM run_events WHERE run_id=? AND "
+                           "kind='published'", (run_id,)).fetchone()
+    body = {**json.loads(body), "covers": report["records"]["chain_head"],
+            "report_sha256": hashlib.sha256(canonical(report)).hexdigest()}
+    db.execute("UPDATE run_events SET body=? WHERE run_id=? AND seq=?",
+               (json.dumps(body), run_id, seq))
+    _relink(db, run_id)
+    _relog(db, run_id)
     db.close()
+
+
+def _relink(db: sqlite3.Connection, run_id: str) -> None:
+    links: list[tuple[int, str, Any]] = [
+        (seq, "attempt", (phase, task, epoch, json.loads(record)))
+        for seq, phase, task, epoch, record in db.execute(
+            "SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=?", (run_id,))]
+    links += [(seq, kind, json.loads(body)) for seq, kind, body in db.execute(
+        "SELECT seq, kind, body FROM run_events WHERE run_id=?", (run_id,))]
+    prev = GENESIS
+    for seq, kind, body in sorted(links, key=lambda link: link[0]):
+        if kind == "attempt":
+            phase, task, epoch, record = body
+            digest = chain_digest(prev, {"run_id": run_id, "seq": seq, "phase": phase,
+                                         "task_id": task, "epoch": epoch, **record})
+            table = "attempts"
+        else:
+            digest = event_digest(prev, run_id, seq, kind, body)
+            table = "run_events"
+        db.execute(f"UPDATE {table} SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
+                   (prev, digest, run_id, seq))
+        prev = digest
+
+
+def _relog(db: sqlite3.Connection, run_id: str) -> None:
+    """The ledger log rewritten to name the forged chain's header and ends."""
+    digests = dict(db.execute("SELECT seq, digest FROM run_events WHERE run_id=?", (run_id,)))
+    header = db.execute("SELECT digest FROM run_events WHERE run_id=? AND kind='header'",
+                        (run_id,)).fetchone()[0]
+    prev = GENESIS
+    for seq, kind, logged, text in db.execute(
+            "SELECT seq, kind, run_id, body FROM ledger_log ORDER BY seq").fetchall():
+        body = json.loads(text)
+        if logged == run_id and kind == "created":
+            body["header_digest"] = header
+        elif logged == run_id and "link_seq" in body:
+            body["link_digest"] = digests[body["link_seq"]]
+        digest = chain_digest(prev, {"seq": seq, "kind": kind, "run_id": logged, "body": body})
+        db.execute("UPDATE ledger_log SET body=?, prev_digest=?, digest=? WHERE seq=?",
+                   (json.dumps(body), prev, digest, seq))
+        prev = digest
 
 
 def as_pass(record: dict[str, Any]) -> dict[str, Any]:

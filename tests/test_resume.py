@@ -31,9 +31,11 @@ def _cli(*args: str | Path) -> list[str]:
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:
-    """A report minus where and when it was made: timings and record locations differ between
-    two executions of the same run by nature; every figure must not."""
-    return {k: v for k, v in report.items() if k not in ("timings", "records")}
+    """A report minus where and when it was made, and what was killed on the way: timings,
+    record locations and the attempts lost to kills (attempt_history) differ between two
+    executions of the same run by nature; every figure must not."""
+    return {k: v for k, v in report.items()
+            if k not in ("timings", "records", "attempt_history")}
 
 
 @pytest.fixture
@@ -103,6 +105,9 @@ def test_sigkill_at_twenty_moments_then_resume_gives_the_same_report(tmp_path: P
     resumed = json.loads(subprocess.run(_cli("report", "r1", "--ledger", kill_ledger),
                                         capture_output=True, text=True, check=True).stdout)
     assert _comparable(resumed) == _comparable(base)
+    lost = resumed["attempt_history"]["interrupted"]
+    assert lost and {i["how"] for i in lost} == {"the run died while it ran"}
+    assert len(lost) == len(ledger.interrupted("r1"))
 
 
 def _wait_for_inflight(ledger_path: Path, prefix: str, count: int,

@@ -162,15 +162,20 @@ def test_below_min_n_is_refused_without_a_rate(tmp_path: Path) -> None:
     command = write_solver(tmp_path / "agent")
     result = run(proto, command, ledger=ledger)
     assert result.report["n"] == 3
-    # drop one scored task from the ledger view by recording it as an infrastructure error
-    ledger.db.execute("UPDATE attempts SET record=json_set(record, '$.outcome', "
-                      "'infrastructure_error') WHERE task_id='toy-002'")
-    # as if publish.max_infrastructure_errors tolerated it: min_n still refuses
-    ledger.db.execute("UPDATE runs SET options=json_set(options, '$.max_infrastructure_errors', 5)")
+    # the same run with one scored task lost to an infrastructure error, under a header as if
+    # publish.max_infrastructure_errors tolerated it (through the ledger API): min_n refuses
+    src = ledger.run(result.run_id)
+    ledger.create_run("lost", src.protocol_id, src.identity, src.solver, src.sandbox,
+                      {**src.options, "max_infrastructure_errors": 5})
+    for row in ledger.attempts(result.run_id):
+        record = {**row.record, "outcome": "infrastructure_error"} \
+            if row.task_id == "toy-002" else row.record
+        ledger.add_attempt("lost", row.phase, row.task_id, row.epoch, record)
+    ledger.finish_run("lost", "finished")
     from sealbench.report import NotPublishable, build_report
 
     with pytest.raises(NotPublishable) as caught:
-        build_report(ledger, result.run_id)
+        build_report(ledger, "lost")
     assert "only 2 dataset tasks were scored; publish.min_n is 3" in str(caught.value)
     assert not RATE.search(str(caught.value))
 

@@ -451,7 +451,7 @@ def test_report_sign_refuses_records_that_do_not_verify(cli: Any, toy: Path, toy
     db.close()
     signed = cli("report", run_id, "--sign", cli_key)
     assert signed.exit_code == 3
-    assert "attempt seq 4" in signed.stderr and "signature" not in signed.stdout
+    assert "chain broken at link 4" in signed.stderr and "signature" not in signed.stdout
 
 
 def test_a_bad_key_is_refused_before_the_run_starts(cli: Any, toy: Path, toy_solver: str,

@@ -535,6 +535,7 @@ def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | No
         signer = _report_signer(sign_path, fmt)
         ledger = _reading_ledger(ledger_path)
         run_row = ledger.run(run_id)
+        ledger.require_intact(run_id)
         try:
             data = build_report(ledger, run_id)
         except NotPublishable as exc:
@@ -580,6 +581,10 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     with _errors():
         ledger = _reading_ledger(ledger_path)
         summaries = [_run_summary(r, ledger) for r in ledger.runs()]
+        deleted = ledger.deleted_runs()
+    for run_id in deleted:
+        err.print(f"warning: {ledger.path}: run {run_id} was deleted: the ledger log records "
+                  "it created, and it is gone", markup=False)
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
         return
@@ -616,6 +621,7 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
             raise BadInput("--full: applies only with --task TASK_ID")
         ledger = _reading_ledger(ledger_path)
         row = ledger.run(run_id)
+        ledger.require_intact(run_id)
         attempts = ledger.attempts(run_id)
         interrupted = ledger.interrupted(run_id)
         if diff_task is not None:
@@ -731,6 +737,8 @@ def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
            ledger_path: Path | None) -> None:
     with _errors():
         ledger = _reading_ledger(ledger_path)
+        ledger.run(run_id)
+        ledger.require_intact(run_id)
         if fmt == PREDICTIONS_FORMAT:
             lines = prediction_lines(predictions(
                 ledger, run_id, model_name=model_name,
@@ -849,12 +857,12 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
                               [*signature.problems, wrong])
             raise BadInput(f"{report_file}: {wrong}")
         ledger = _ledger_for_signed(ledger_path, report_file, signature)
-        problems = [*signature.problems, *verify_report(data, ledger)]
+        sealed = None if protocol_dir is None else verify_protocol(protocol_dir, ledger=ledger)
+        problems = [*signature.problems, *verify_report(data, ledger, sealed)]
         rescored = ("; records not re-scored (--protocol DIR grades every stored diff again "
                     "with the sealed metric)")
-        if protocol_dir is not None:
+        if sealed is not None:
             rescored = ""
-            sealed = verify_protocol(protocol_dir, ledger=ledger)
             if sealed.identity != data.get("identity"):
                 problems.append(f"{protocol_dir}: identity {sealed.identity} is not the "
                                 f"report's {data.get('identity')}")
@@ -891,6 +899,20 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 
 
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
+    """One line of `runs`: the state the chain says; a run whose records are not intact shows
+    its first problem instead of any figure."""
+    problems = ledger.integrity(row.run_id)
+    if problems:
+        return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
+                "protocol_id": row.protocol_id, "identity": row.identity,
+                "solver": row.solver, "sandbox": row.sandbox, "state": "BROKEN",
+                "started_at": row.started_at, "finished_at": row.finished_at,
+                "attempts": ledger.attempt_counts(row.run_id),
+                "expected": row.options.get("expected"),
+                "interrupted_attempts": len(ledger.interrupted(row.run_id)),
+                "n": None, "mean": None, "ci95": None,
+                "result": "records not intact: " + problems[0].text,
+                "problems": [p.text for p in problems]}
     result = headline_text(row.report) if row.report else (row.reason or "")
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,

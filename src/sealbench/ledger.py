@@ -2,8 +2,11 @@
 
 It is the single source of truth. Protocol identities, runs and every attempt are committed the
 moment they happen; diffs and captured output are stored content-addressed beside the database
-(`<ledger>.artifacts/`). Attempt records are hash-chained within their run, so an edited, deleted
-or reordered record is detectable, and a report can be recomputed from the ledger alone.
+(`<ledger>.artifacts/`). Each run is one hash chain (docs/formats.md#ledger): its header (the
+settings every figure depends on) is the first link, then attempt records, interrupted attempts
+and state changes in the order they happened, so an edited, deleted or reordered link is
+detectable and a run's state and settings are read from the chain, never from a cached copy. A
+ledger-wide log (its own chain) records every run created, so a deleted run is visible too.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from urllib.parse import quote
 
 from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable, path_error
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
 GENESIS = "0" * 64
 # artifact temp files are named `.tmp-HOST-PID-*`: a killed writer's are swept (ledger opened
@@ -87,6 +90,39 @@ CREATE TABLE IF NOT EXISTS interrupted (
 );
 """
 
+# v3: the run header, state changes and interrupted attempts are links of the run's chain; they
+# share the seq space with `attempts` (docs/formats.md#ledger)
+_SCHEMA_V3 = """
+CREATE TABLE IF NOT EXISTS run_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    prev_digest TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS ledger_log (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    prev_digest TEXT NOT NULL,
+    digest TEXT NOT NULL
+);
+"""
+
+# link kinds that set a run's state, and the state each sets ('created' carries its own)
+STATE_KINDS = {"created": None, "resumed": "running", "interrupted": "interrupted",
+               "refused": "refused", "finished": "finished", "published": "published",
+               "trial": "trial"}
+# ends and stops of a run also written to the ledger log: deleting a chain's tail (its refusal,
+# or the attempts before a stop, to resume and try them again) leaves the log naming a link
+# that is gone
+LOGGED_STATES = ("refused", "published", "trial", "interrupted")
+# fields of the run header kept out of it: the current owner is a chained 'created'/'resumed'
+OWNER_FIELDS = ("pid", "host")
+
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -109,6 +145,11 @@ def chain_digest(prev: str, record: dict[str, Any]) -> str:
     return hashlib.sha256(prev.encode() + b"\n" + canonical(record)).hexdigest()
 
 
+def event_digest(prev: str, run_id: str, seq: int, kind: str, body: dict[str, Any]) -> str:
+    """The digest of a non-attempt link: its kind is part of what is hashed."""
+    return chain_digest(prev, {"run_id": run_id, "seq": seq, "event": kind, "body": body})
+
+
 @dataclass(frozen=True)
 class RunRow:
     run_id: str
@@ -122,6 +163,7 @@ class RunRow:
     state: str
     reason: str | None
     report: dict[str, Any] | None
+    migrated: bool = False  # settings chained only since the v2 -> v3 migration
 
     @property
     def trial(self) -> bool:
@@ -132,13 +174,52 @@ class RunRow:
 
 @dataclass(frozen=True)
 class AttemptRow:
-    seq: int
+    seq: int  # the position of the record in its run's chain
     phase: str
     task_id: str
     epoch: int
     record: dict[str, Any]
     prev_digest: str
     digest: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link of a run's chain: an attempt record (kind 'attempt') or an event (the header,
+    a state change, an interrupted attempt)."""
+    seq: int
+    kind: str
+    body: dict[str, Any]
+    prev_digest: str
+    digest: str
+    attempt: AttemptRow | None = None
+
+    @property
+    def label(self) -> str:
+        """How a problem names the link: seq, kind, task and epoch."""
+        if self.attempt is not None:
+            a = self.attempt
+            return f"link {self.seq} (attempt {a.phase} {a.task_id} epoch {a.epoch})"
+        if self.kind == "interrupted_attempt":
+            return (f"link {self.seq} (interrupted attempt {self.body.get('phase')} "
+                    f"{self.body.get('task_id')} epoch {self.body.get('epoch')})")
+        return f"link {self.seq} ({self.kind})"
+
+    def recomputed(self, run_id: str) -> str:
+        if self.attempt is not None:
+            a = self.attempt
+            return chain_digest(self.prev_digest, {"run_id": run_id, "seq": self.seq,
+                                                   "phase": a.phase, "task_id": a.task_id,
+                                                   "epoch": a.epoch, **a.record})
+        return event_digest(self.prev_digest, run_id, self.seq, self.kind, self.body)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way a run's records disagree with their chain; `seq` is None for the runs row and
+    the ledger log."""
+    seq: int | None
+    text: str
 
 
 class Ledger:
@@ -193,24 +274,56 @@ class Ledger:
         if version > SCHEMA_VERSION:
             raise BadInput(f"{self.path}: ledger schema v{version} is newer than this sealbench "
                            f"(v{SCHEMA_VERSION}); upgrade sealbench")
-        if version == 0:
-            # one script, one transaction: two processes creating one ledger serialize here
-            self.db.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
-                "INSERT OR IGNORE INTO meta VALUES "
-                f"('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
-                "COMMIT;"
-            )
-        elif version == 1:
-            # v2: a resumed infrastructure error gets a second record under the same key
-            self.db.executescript(
-                "BEGIN IMMEDIATE;DROP INDEX IF EXISTS attempts_task;"
-                "CREATE INDEX IF NOT EXISTS attempts_task ON attempts "
-                "(run_id, phase, task_id, epoch);"
-                f"PRAGMA user_version={SCHEMA_VERSION};"
-                f"UPDATE meta SET value='sealbench-ledger/v{SCHEMA_VERSION}' WHERE key='schema';"
-                "COMMIT;"
-            )
+        if version < SCHEMA_VERSION:  # 0 never gets here: _connect refuses it (not a ledger)
+            self._upgrade(version)
+
+    def _upgrade(self, version: int) -> None:
+        """v1/v2 -> v3 in one transaction: a crash leaves the old ledger as it was."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            if self.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                self.db.execute("ROLLBACK")  # another process migrated it meanwhile
+                return
+            if version == 1:
+                # v2: a resumed infrastructure error gets a second record under the same key
+                self.db.execute("DROP INDEX IF EXISTS attempts_task")
+                self.db.execute("CREATE INDEX IF NOT EXISTS attempts_task ON attempts "
+                                "(run_id, phase, task_id, epoch)")
+            for statement in _SCHEMA_V3.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            for (run_id,) in self.db.execute(
+                    "SELECT run_id FROM runs ORDER BY started_at, run_id").fetchall():
+                self._migrate_run(self.db, run_id, version)
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
+                            (f"sealbench-ledger/v{SCHEMA_VERSION}",))
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _migrate_run(self, db: sqlite3.Connection, run_id: str, version: int) -> None:
+        """Append a header link to a run recorded before v3 (marked `migrated_from`: its
+        settings are chained only from now on), its interrupted attempts, and a log entry."""
+        row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        cached = _cached_row(row)
+        options = {k: v for k, v in cached.options.items() if k not in OWNER_FIELDS}
+        header = {"protocol_id": cached.protocol_id, "identity": cached.identity,
+                  "solver": cached.solver, "sandbox": cached.sandbox, "options": options,
+                  "started_at": cached.started_at, "migrated_from": version,
+                  "state": cached.state, "reason": cached.reason,
+                  "finished_at": cached.finished_at,
+                  "owner": {k: cached.options[k] for k in OWNER_FIELDS if k in cached.options},
+                  "report_sha256": _report_sha(cached.report)}
+        digest = self._append_event(db, run_id, "header", header)
+        for phase, task_id, epoch, started, noted, how in db.execute(
+                "SELECT phase, task_id, epoch, started_at, noted_at, how FROM interrupted "
+                "WHERE run_id=? ORDER BY rowid", (run_id,)).fetchall():
+            self._append_event(db, run_id, "interrupted_attempt",
+                               {"phase": phase, "task_id": task_id, "epoch": epoch,
+                                "started_at": started, "at": noted, "how": how})
+        self._log(db, "created", run_id, {"header_digest": digest, "migrated_from": version})
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -286,41 +399,156 @@ class Ledger:
                               (protocol_id,)).fetchone()
         return None if row is None else str(row[0])
 
+    # ------------------------------------------------------------------ chain links
+
+    @staticmethod
+    def _head(db: sqlite3.Connection, run_id: str) -> tuple[int, str]:
+        """The next seq of a run's chain and the digest it must follow."""
+        last = db.execute(
+            "SELECT seq, digest FROM (SELECT seq, digest FROM attempts WHERE run_id=? UNION ALL "
+            "SELECT seq, digest FROM run_events WHERE run_id=?) ORDER BY seq DESC LIMIT 1",
+            (run_id, run_id)).fetchone()
+        return (0, GENESIS) if last is None else (int(last[0]) + 1, str(last[1]))
+
+    def _append_event(self, db: sqlite3.Connection, run_id: str, kind: str,
+                      body: dict[str, Any]) -> str:
+        """Append one event link (inside the caller's transaction); returns its digest."""
+        seq, prev = self._head(db, run_id)
+        body = {"at": now(), **body}
+        digest = event_digest(prev, run_id, seq, kind, body)
+        # stored in insertion order (the digest is over the canonical form): rules are ordered
+        db.execute("INSERT INTO run_events VALUES (?,?,?,?,?,?)",
+                   (run_id, seq, kind, json.dumps(body), prev, digest))
+        return digest
+
+    @staticmethod
+    def _log(db: sqlite3.Connection, kind: str, run_id: str, body: dict[str, Any]) -> None:
+        """Append to the ledger-wide log (its own chain): runs created and deleted."""
+        last = db.execute("SELECT seq, digest FROM ledger_log ORDER BY seq DESC LIMIT 1"
+                          ).fetchone()
+        seq, prev = (0, GENESIS) if last is None else (int(last[0]) + 1, str(last[1]))
+        body = {"at": now(), **body}
+        digest = chain_digest(prev, {"seq": seq, "kind": kind, "run_id": run_id, "body": body})
+        db.execute("INSERT INTO ledger_log VALUES (?,?,?,?,?,?)",
+                   (seq, kind, run_id, json.dumps(body, sort_keys=True), prev, digest))
+
+    def events(self, run_id: str) -> list[Link]:
+        rows = self.db.execute("SELECT seq, kind, body, prev_digest, digest FROM run_events "
+                               "WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
+        return [Link(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
+
+    def links(self, run_id: str) -> list[Link]:
+        """The run's whole chain, in order: events and attempt records merged by seq."""
+        merged = self.events(run_id) + [
+            Link(a.seq, "attempt", a.record, a.prev_digest, a.digest, a)
+            for a in self.attempts(run_id)]
+        return sorted(merged, key=lambda link: link.seq)
+
     # ------------------------------------------------------------------ runs
 
     def create_run(self, run_id: str, protocol_id: str, identity: str, solver: str,
                    sandbox: str, options: dict[str, Any], *, state: str = "running") -> None:
+        """Record a run: its header as link 0, a 'created' link naming its owner, a log entry.
+        The runs row is a cache of these for listing (verified against them on reading)."""
+        started = now()
+        header = {"protocol_id": protocol_id, "identity": identity, "solver": solver,
+                  "sandbox": sandbox, "started_at": started,
+                  "options": {k: v for k, v in options.items() if k not in OWNER_FIELDS}}
+        owner = {k: options[k] for k in OWNER_FIELDS if k in options}
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO runs (run_id, protocol_id, identity, solver, sandbox, options,"
                 " started_at, state) VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, protocol_id, identity, solver, sandbox, json.dumps(options), now(),
+                (run_id, protocol_id, identity, solver, sandbox, json.dumps(options), started,
                  state),
             )
+            digest = self._append_event(db, run_id, "header", header)
+            self._append_event(db, run_id, "created", {"state": state, **owner})
+            self._log(db, "created", run_id, {"header_digest": digest})
+            self._sync_cache(db, run_id)
 
     def finish_run(self, run_id: str, state: str, reason: str | None = None,
                    report: dict[str, Any] | None = None) -> None:
+        """A chained state change (finished, refused, published, trial); a published one
+        holds the sha256 of the stored report and the chain head the report covers."""
+        if state not in STATE_KINDS or state in ("created", "resumed"):
+            raise ValueError(f"not a final state: {state}")
+        body: dict[str, Any] = {"reason": reason}
+        if report is not None:
+            body["report_sha256"] = _report_sha(report)
+            body["covers"] = report.get("records", {}).get("chain_head")
         with self.transaction() as db:
-            db.execute(
-                "UPDATE runs SET state=?, reason=?, report=?,"
-                " finished_at=COALESCE(finished_at, ?) WHERE run_id=?",
-                (state, reason, json.dumps(report, sort_keys=True) if report else None, now(),
-                 run_id),
-            )
+            db.execute("UPDATE runs SET report=? WHERE run_id=?",
+                       (json.dumps(report, sort_keys=True) if report else None, run_id))
+            digest = self._append_event(db, run_id, state, body)
+            self._log_end(db, run_id, state, digest)
+            self._sync_cache(db, run_id)
+
+    def _log_end(self, db: sqlite3.Connection, run_id: str, state: str, digest: str) -> None:
+        """Anchor a link the chain alone could lose by truncation in the ledger log."""
+        if state in LOGGED_STATES:
+            seq = self._head(db, run_id)[0] - 1
+            self._log(db, state, run_id, {"link_seq": seq, "link_digest": digest})
+
+    def set_run_state(self, run_id: str, state: str, reason: str | None = None) -> None:
+        """Change a run's state without touching its finish time or report (resume, stop)."""
+        if state not in STATE_KINDS or state in ("created", "resumed"):
+            raise ValueError(f"not a state change: {state}")
+        with self.transaction() as db:
+            digest = self._append_event(db, run_id, state, {"reason": reason})
+            self._log_end(db, run_id, state, digest)
+            self._sync_cache(db, run_id)
+
+    def claim_run(self, run_id: str, seen: RunRow, pid: int, host: str) -> bool:
+        """Take over a stopped or dead run, only if nobody else did since `seen` was read:
+        two `--resume` of one run must not both go on. The takeover is a chained 'resumed'
+        link naming the new owner."""
+        with self.transaction() as db:
+            current = self._derive(db, run_id)
+            if current is None or current.state != seen.state \
+                    or current.options != seen.options:
+                return False
+            self._append_event(db, run_id, "resumed", {"pid": pid, "host": host})
+            self._sync_cache(db, run_id)
+        return True
+
+    def _sync_cache(self, db: sqlite3.Connection, run_id: str) -> None:
+        """Write the runs row from the chain (it is a cache `runs` lists from)."""
+        derived = self._derive(db, run_id)
+        assert derived is not None
+        db.execute("UPDATE runs SET options=?, state=?, reason=?, finished_at=? WHERE run_id=?",
+                   (json.dumps(derived.options), derived.state, derived.reason,
+                    derived.finished_at, run_id))
 
     def run(self, run_id: str) -> RunRow:
-        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        if row is None:
+        """The run as its chain says: settings from the header link, owner from the latest
+        created/resumed link, state from the latest state link."""
+        derived = self._derive(self.db, run_id)
+        if derived is None:
             raise BadInput(f"{self.path}: no run '{run_id}' in this ledger (see `sealbench runs`)")
-        return _run_row(row)
+        return derived
 
     def has_run(self, run_id: str) -> bool:
         row = self.db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return row is not None
 
     def runs(self) -> list[RunRow]:
-        rows = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, run_id DESC")
-        return [_run_row(r) for r in rows.fetchall()]
+        ids = self.db.execute("SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC")
+        return [self.run(r[0]) for r in ids.fetchall()]
+
+    def cached_run(self, run_id: str) -> RunRow | None:
+        """The runs row as stored (a cache; what an edit of it changes)."""
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return None if row is None else _cached_row(row)
+
+    def _derive(self, db: sqlite3.Connection, run_id: str) -> RunRow | None:
+        row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        cached = _cached_row(row)
+        events = [(kind, json.loads(body)) for kind, body in db.execute(
+            "SELECT kind, body FROM run_events WHERE run_id=? ORDER BY seq", (run_id,))]
+        return derive_run(cached, events)
 
     # ------------------------------------------------------------------ attempts
 
@@ -332,32 +560,33 @@ class Ledger:
 
     def note_interrupted(self, run_id: str, phase: str, task_id: str, epoch: int,
                          how: str) -> None:
-        """An attempt that was cut short: kept on record, never scored, redone on resume."""
+        """An attempt that was cut short: a chained link, never scored, redone on resume."""
         with self.transaction() as db:
             self._move_inflight(db, run_id, "AND phase=? AND task_id=? AND epoch=?",
                                 (phase, task_id, epoch), how)
 
     def recover_inflight(self, run_id: str, how: str) -> int:
-        """Attempts a dead run left in flight become interrupted records; returns how many."""
+        """Attempts a dead run left in flight become interrupted links; returns how many."""
         with self.transaction() as db:
             return self._move_inflight(db, run_id, "", (), how)
 
-    @staticmethod
-    def _move_inflight(db: sqlite3.Connection, run_id: str, where: str,
+    def _move_inflight(self, db: sqlite3.Connection, run_id: str, where: str,
                        args: tuple[Any, ...], how: str) -> int:
         rows = db.execute(f"SELECT phase, task_id, epoch, started_at FROM inflight "
                           f"WHERE run_id=? {where}", (run_id, *args)).fetchall()
         for phase, task_id, epoch, started in rows:
-            db.execute("INSERT INTO interrupted VALUES (?,?,?,?,?,?,?)",
-                       (run_id, phase, task_id, epoch, started, now(), how))
+            self._append_event(db, run_id, "interrupted_attempt",
+                               {"phase": phase, "task_id": task_id, "epoch": epoch,
+                                "started_at": started, "how": how})
         db.execute(f"DELETE FROM inflight WHERE run_id=? {where}", (run_id, *args))
         return len(rows)
 
     def interrupted(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT phase, task_id, epoch, started_at, noted_at, how FROM "
-                               "interrupted WHERE run_id=? ORDER BY rowid", (run_id,)).fetchall()
-        keys = ("phase", "task_id", "epoch", "started_at", "noted_at", "how")
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        """The run's interrupted attempts, from its chain."""
+        keys = ("phase", "task_id", "epoch", "started_at", "how")
+        return [{**{k: e.body.get(k) for k in keys}, "noted_at": e.body.get("at"),
+                 "seq": e.seq}
+                for e in self.events(run_id) if e.kind == "interrupted_attempt"]
 
     def add_attempt(self, run_id: str, phase: str, task_id: str, epoch: int,
                     record: dict[str, Any]) -> AttemptRow:
@@ -375,11 +604,7 @@ class Ledger:
             if before is not None and json.loads(before[0])["outcome"] != "infrastructure_error":
                 raise sqlite3.IntegrityError(f"attempt {phase} {task_id} epoch {epoch} of run "
                                              f"{run_id} is already recorded")
-            last = db.execute(
-                "SELECT seq, digest FROM attempts WHERE run_id=? ORDER BY seq DESC LIMIT 1",
-                (run_id,),
-            ).fetchone()
-            seq, prev = (0, GENESIS) if last is None else (last[0] + 1, last[1])
+            seq, prev = self._head(db, run_id)
             body = {"run_id": run_id, "seq": seq, "phase": phase, "task_id": task_id,
                     "epoch": epoch, **record}
             digest = chain_digest(prev, body)
@@ -406,40 +631,155 @@ class Ledger:
                                (run_id,)).fetchall()
         return {str(phase): int(count) for phase, count in rows}
 
-    def set_run_state(self, run_id: str, state: str, reason: str | None = None) -> None:
-        """Change a run's state without touching its finish time or report (resume, stop)."""
-        with self.transaction() as db:
-            db.execute("UPDATE runs SET state=?, reason=? WHERE run_id=?", (state, reason, run_id))
+    # ------------------------------------------------------------------ verification
 
-    def claim_run(self, run_id: str, seen: RunRow, pid: int, host: str) -> bool:
-        """Take over a stopped or dead run, only if nobody else did since `seen` was read:
-        two `--resume` of one run must not both go on."""
-        options = {**seen.options, "pid": pid, "host": host}
-        with self.transaction() as db:
-            changed = db.execute(
-                "UPDATE runs SET state='running', reason=NULL, finished_at=NULL, options=? "
-                "WHERE run_id=? AND state=? AND options=?",
-                (json.dumps(options), run_id, seen.state, json.dumps(seen.options)),
-            ).rowcount
-        return changed == 1
+    def chain_problems(self, run_id: str) -> list[Problem]:
+        """Every link of the run's chain that is edited, deleted, reordered or out of place."""
+        problems: list[Problem] = []
+        prev = GENESIS
+        links = self.links(run_id)
+        for expected_seq, link in enumerate(links):
+            def bad(why: str, link: Link = link) -> None:
+                problems.append(Problem(link.seq, f"{link.label}: {why}"))
+            if link.seq != expected_seq:
+                bad("sequence gap, a link before it was deleted")
+            if link.prev_digest != prev:
+                bad("does not follow the previous link (deleted or reordered)")
+            if link.recomputed(run_id) != link.digest:
+                bad("content does not match its digest (edited)")
+            prev = link.digest
+        headers = [link for link in links if link.kind == "header"]
+        if not headers:
+            problems.append(Problem(0, "link 0 (header): the run header is missing (deleted)"))
+        elif len(headers) > 1:
+            problems.append(Problem(headers[1].seq, f"{headers[1].label}: a second header"))
+        elif "migrated_from" not in headers[0].body and headers[0].seq != 0:
+            problems.append(Problem(headers[0].seq, f"{headers[0].label}: the header is not "
+                                    "the first link"))
+        problems += self._state_problems(run_id, links)
+        return problems
+
+    def _state_problems(self, run_id: str, links: list[Link]) -> list[Problem]:
+        """A run marked finished or published must have every attempt its header expects
+        recorded before that link: a stopped run is never finished by an edit."""
+        header = next((link for link in links if link.kind == "header"), None)
+        if header is None or "migrated_from" in header.body:
+            return []
+        expected = header.body.get("options", {}).get("expected") or {}
+        seen: dict[str, set[tuple[str, int]]] = {}
+        problems: list[Problem] = []
+        for link in links:
+            if link.attempt is not None:
+                seen.setdefault(link.attempt.phase, set()).add(
+                    (link.attempt.task_id, link.attempt.epoch))
+            elif link.kind in ("finished", "published"):
+                short = {phase: count for phase, count in expected.items()
+                         if len(seen.get(phase, ())) < count}
+                if short:
+                    problems.append(Problem(link.seq, f"{link.label}: state not derivable from "
+                                            "the chained events: only " + ", ".join(
+                                                f"{len(seen.get(ph, ()))} of {n} {ph}"
+                                                for ph, n in sorted(short.items()))
+                                            + " attempts are recorded before it"))
+        return problems
+
+    def cache_problems(self, run_id: str) -> list[Problem]:
+        """Where the runs row (a cache) says other than the chain: an edited runs row."""
+        cached, derived = self.cached_run(run_id), self._derive(self.db, run_id)
+        if cached is None or derived is None:
+            return []
+        problems = [Problem(None, f"runs row edited: its {name} says {mine!r}, the chain says "
+                            f"{theirs!r}")
+                    for name, mine, theirs in _differences(cached, derived)]
+        published = [e for e in self.events(run_id) if e.kind == "published"]
+        if published and _report_sha(cached.report) != published[-1].body.get("report_sha256"):
+            problems.append(Problem(None, "runs row edited: its stored report is not the one "
+                                    "the published link holds the digest of"))
+        elif not published and derived.migrated:
+            header = next(e for e in self.events(run_id) if e.kind == "header")
+            if _report_sha(cached.report) != header.body.get("report_sha256"):
+                problems.append(Problem(None, "runs row edited: its stored report is not the "
+                                        "one the migrated header holds the digest of"))
+        elif not published and cached.report is not None:
+            problems.append(Problem(None, "runs row edited: it holds a report, and the chain "
+                                    "has no published link"))
+        return problems
+
+    def log_problems(self, run_id: str | None = None) -> list[Problem]:
+        """The ledger log: its own chain, and (for run_id, or every run) the run it names as
+        created still there with the header it was created with."""
+        problems: list[Problem] = []
+        created: set[str] = set()
+        prev = GENESIS
+        rows = self.db.execute("SELECT seq, kind, run_id, body, prev_digest, digest FROM "
+                               "ledger_log ORDER BY seq").fetchall()
+        for expected, (seq, kind, logged, body, before, digest) in enumerate(rows):
+            entry = {"seq": seq, "kind": kind, "run_id": logged, "body": json.loads(body)}
+            if seq != expected or before != prev or chain_digest(before, entry) != digest:
+                problems.append(Problem(None, f"ledger log entry {seq} ({kind} {logged}): "
+                                        "edited, deleted or reordered"))
+            prev = digest
+            if run_id is not None and logged != run_id:
+                continue
+            if kind == "created":
+                problems += self._logged_run_problems(logged, entry["body"])
+                created.add(logged)
+            elif kind in LOGGED_STATES and self.has_run(logged):
+                problems += self._logged_end_problems(logged, kind, entry["body"])
+        for unlogged in [run_id] if run_id is not None else []:
+            if unlogged not in created and self.has_run(unlogged):
+                problems.append(Problem(None, f"run {unlogged} is not in the ledger log: its "
+                                        "entry was removed (or the run was inserted by hand)"))
+        return problems
+
+    def _logged_end_problems(self, run_id: str, kind: str,
+                             body: dict[str, Any]) -> list[Problem]:
+        seq, digest = body.get("link_seq"), body.get("link_digest")
+        found = self.db.execute("SELECT digest FROM run_events WHERE run_id=? AND seq=? AND "
+                                "kind=?", (run_id, seq, kind)).fetchone()
+        if found is not None and found[0] == digest:
+            return []
+        return [Problem(seq if isinstance(seq, int) else None,
+                        f"link {seq} ({kind}): the ledger log records the run {kind} at this "
+                        "link, and the chain no longer holds it (truncated or rewritten)")]
+
+    def _logged_run_problems(self, run_id: str, body: dict[str, Any]) -> list[Problem]:
+        if not self.has_run(run_id):
+            return [Problem(None, f"run {run_id} was deleted: the ledger log records it "
+                            f"created at {body.get('at')}, and it is gone")]
+        header = next((e for e in self.events(run_id) if e.kind == "header"), None)
+        if header is not None and header.digest != body.get("header_digest"):
+            return [Problem(header.seq, f"{header.label}: not the header the ledger log "
+                            "recorded when the run was created (rewritten, chain recomputed)")]
+        return []
+
+    def deleted_runs(self) -> list[str]:
+        """Runs the ledger log records as created that are gone."""
+        logged = [r[0] for r in self.db.execute(
+            "SELECT DISTINCT run_id FROM ledger_log WHERE kind='created'").fetchall()]
+        return [run_id for run_id in logged if not self.has_run(run_id)]
+
+    def integrity(self, run_id: str) -> list[Problem]:
+        """Every problem with one run's records: its chain, its cached row, its log entry."""
+        return [*self.chain_problems(run_id), *self.log_problems(run_id),
+                *self.cache_problems(run_id)]
+
+    def require_intact(self, run_id: str) -> None:
+        """Refuse (exit 3) a run whose records are not what its chain says, naming the first
+        bad link: reading is verifying (docs/running.md#reading-is-verifying)."""
+        if not self.has_run(run_id):
+            self.run(run_id)  # BadInput naming the missing run
+        problems = self.integrity(run_id)
+        if not problems:
+            return
+        problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+        lines = [f"ledger {self.path}: run {run_id}: "
+                 f"{'chain broken at ' if p.seq is not None else ''}{p.text}" for p in problems]
+        raise Refused(lines[0], lines if len(lines) > 1 else None)
 
     def verify_chain(self, run_id: str) -> list[str]:
-        """Problems with a run's attempt chain: edited, deleted or reordered records."""
-        problems: list[str] = []
-        prev = GENESIS
-        for expected_seq, row in enumerate(self.attempts(run_id)):
-            body = {"run_id": run_id, "seq": row.seq, "phase": row.phase,
-                    "task_id": row.task_id, "epoch": row.epoch, **row.record}
-            label = f"attempt seq {row.seq} ({row.phase} {row.task_id} epoch {row.epoch})"
-            if row.seq != expected_seq:
-                problems.append(f"{label}: sequence gap, a record before it was deleted")
-            if row.prev_digest != prev:
-                problems.append(f"{label}: does not follow the previous record (deleted or "
-                                "reordered)")
-            if chain_digest(row.prev_digest, body) != row.digest:
-                problems.append(f"{label}: content does not match its digest (edited)")
-            prev = row.digest
-        return problems
+        """Problems with a run's chain: edited, deleted or reordered links (strings)."""
+        return [p.text for p in self.chain_problems(run_id)]
 
 
 def check_ledger_path(path: Path, *, create: bool) -> bool:
@@ -486,7 +826,7 @@ def _create_ledger(path: Path) -> None:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version={SCHEMA_VERSION};"
+                f"BEGIN IMMEDIATE;{_SCHEMA}{_SCHEMA_V3}PRAGMA user_version={SCHEMA_VERSION};"
                 "INSERT OR IGNORE INTO meta VALUES "
                 f"('schema', 'sealbench-ledger/v{SCHEMA_VERSION}');"
                 "COMMIT;")
@@ -613,9 +953,50 @@ def refuse_trial(run: RunRow, what: str) -> None:
                       f"read its attempts with `sealbench show {run.run_id}`")
 
 
-def _run_row(row: tuple[Any, ...]) -> RunRow:
+def _cached_row(row: tuple[Any, ...]) -> RunRow:
     return RunRow(
         run_id=row[0], protocol_id=row[1], identity=row[2], solver=row[3], sandbox=row[4],
         options=json.loads(row[5]), started_at=row[6], finished_at=row[7], state=row[8],
         reason=row[9], report=json.loads(row[10]) if row[10] else None,
     )
+
+
+def _report_sha(report: dict[str, Any] | None) -> str | None:
+    return None if report is None else hashlib.sha256(canonical(report)).hexdigest()
+
+
+def derive_run(cached: RunRow, events: list[tuple[str, dict[str, Any]]]) -> RunRow:
+    """A run as its chained events say (pure): settings from the header, owner from the
+    latest created/resumed, state, reason and finish time from the latest state change. The
+    stored report is the cached one; `cache_problems` checks it against the published link.
+    Without a header (a broken chain) the cached row is all there is."""
+    header = next((body for kind, body in events if kind == "header"), None)
+    if header is None:
+        return cached
+    migrated = "migrated_from" in header
+    owner: dict[str, Any] = dict(header.get("owner") or {}) if migrated else {}
+    state: str = (header.get("state") or cached.state) if migrated else cached.state
+    reason: str | None = header.get("reason") if migrated else None
+    finished_at: str | None = header.get("finished_at") if migrated else None
+    for kind, body in events:
+        if kind in ("created", "resumed"):
+            owner = {k: body[k] for k in OWNER_FIELDS if k in body}
+            state = body.get("state", "running") if kind == "created" else "running"
+            reason, finished_at = None, None
+        elif kind in STATE_KINDS:
+            state, reason = str(STATE_KINDS[kind]), body.get("reason")
+            if kind != "interrupted":
+                finished_at = finished_at or body.get("at")
+    return RunRow(run_id=cached.run_id, protocol_id=header["protocol_id"],
+                  identity=header["identity"], solver=header["solver"],
+                  sandbox=header["sandbox"], options={**header["options"], **owner},
+                  started_at=header.get("started_at") or cached.started_at,
+                  finished_at=finished_at, state=state, reason=reason, report=cached.report,
+                  migrated=migrated)
+
+
+def _differences(cached: RunRow, derived: RunRow) -> list[tuple[str, Any, Any]]:
+    names = ("protocol_id", "identity", "solver", "sandbox", "options", "state", "reason",
+             "finished_at")
+    return [(name, getattr(cached, name), getattr(derived, name)) for name in names
+            if getattr(cached, name) != getattr(derived, name)]

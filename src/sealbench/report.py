@@ -11,12 +11,12 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sealbench import __version__
 from sealbench.errors import SealbenchError
 from sealbench.gate import evaluate
-from sealbench.ledger import GENESIS, AttemptRow, Ledger, RunRow
+from sealbench.ledger import GENESIS, AttemptRow, Ledger, Link, RunRow
 from sealbench.solver import OUTCOMES
 from sealbench.stats import (
     Headline,
@@ -31,7 +31,10 @@ from sealbench.stats import (
 )
 from sealbench.textsafe import terminal_safe
 
-REPORT_FORMAT = "sealbench-report/v2"
+if TYPE_CHECKING:
+    from sealbench.sealing import Sealed
+
+REPORT_FORMAT = "sealbench-report/v3"
 
 
 class NotPublishable(Exception):
@@ -135,7 +138,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     head = published_headline(scores, seed=seed, ci_method=options["ci_method"],
                               strata_fixed=options.get("strata") == "fixed")
     counts = _outcome_counts(dataset)
-    head_digest = rows[-1].digest if rows else GENESIS
+    links = covered_links(ledger.links(run_id))
     return {
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
@@ -166,12 +169,40 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
         "null_pack": null_pack,
         "publish": {"min_n": options["min_n"], "require_ci": options["require_ci"]},
         "timings": _timings(run, rows),
+        "attempt_history": attempt_history(links),
         "records": {"ledger": str(ledger.path.resolve()),
                     "artifacts": str(ledger.artifacts.resolve()), "run_id": run.run_id,
-                    "attempts": len(rows), "chain_head": head_digest},
+                    "attempts": len(rows), "links": len(links),
+                    "chain_head": links[-1].digest if links else GENESIS,
+                    # a run recorded before ledger v3: its settings are chained only since
+                    "settings_chained": "since migration from ledger v2" if run.migrated
+                    else "since the run was created"},
         "sealbench_version": __version__,
         "versions": versions(),
     }
+
+
+def covered_links(links: list[Link]) -> list[Link]:
+    """The links a report covers: the chain up to (not including) its first published link,
+    so the published link that follows a report never changes what verification recomputes."""
+    for index, link in enumerate(links):
+        if link.kind == "published":
+            return links[:index]
+    return links
+
+
+def attempt_history(links: list[Link]) -> dict[str, list[dict[str, Any]]]:
+    """Attempts that do not count but happened: interrupted ones (killed, redone) and
+    infrastructure errors that were re-run, each with task, epoch and how."""
+    interrupted = [{"phase": link.body.get("phase"), "task_id": link.body.get("task_id"),
+                    "epoch": link.body.get("epoch"), "how": link.body.get("how")}
+                   for link in links if link.kind == "interrupted_attempt"]
+    attempts = [link.attempt for link in links if link.attempt is not None]
+    last = {(a.phase, a.task_id, a.epoch): a.seq for a in attempts}
+    rerun = [{"phase": a.phase, "task_id": a.task_id, "epoch": a.epoch,
+              "how": "infrastructure error, re-run: " + str(a.record.get("detail", ""))[:300]}
+             for a in attempts if last[(a.phase, a.task_id, a.epoch)] != a.seq]
+    return {"interrupted": interrupted, "rerun": rerun}
 
 
 def _network_fields(options: dict[str, Any]) -> dict[str, Any]:
@@ -485,11 +516,15 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 LOCATION_FIELDS = ("records.ledger", "records.artifacts")
 
 
-def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
+def verify_report(report: dict[str, Any], ledger: Ledger,
+                  sealed: Sealed | None = None) -> list[str]:
     """Every way the report disagrees with the ledger it claims to come from; [] if none.
 
-    Checks the run's hash chain (edited, deleted, reordered records), every artifact's digest,
-    then recomputes every figure from the ledger alone and names each that differs.
+    Checks the ledger log (a deleted run), the run's chain (edited, deleted or reordered links,
+    a state no chained event supports), the runs row against the chain (edited settings), every
+    artifact's digest, then recomputes every figure from the ledger alone and names each that
+    differs, the chain head first (records rewritten and the chain recomputed). With `sealed`
+    (verify-report --protocol) the run header is checked against the sealed protocol too.
     """
     run_id = report.get("run_id")
     if not isinstance(run_id, str):
@@ -497,7 +532,41 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
     if report.get("format") != REPORT_FORMAT:
         return [f"the report is in format {report.get('format')!r}, this sealbench writes and "
                 f"checks {REPORT_FORMAT!r}: recompute it with `sealbench report {run_id}`"]
-    problems = ledger.verify_chain(run_id)
+    if not ledger.has_run(run_id):
+        logged = [p.text for p in ledger.log_problems(run_id)]
+        return logged or [f"run {run_id} is not in {ledger.path}, and its ledger log has no "
+                          "record of it: the report comes from another ledger, or the run and "
+                          "its log entry were removed"]
+    problems = [p.text for p in ledger.integrity(run_id)]
+    problems += _artifact_problems(ledger, run_id)
+    if sealed is not None:
+        problems += header_problems(ledger.run(run_id), sealed)
+    # hooks: re-scoring stored diffs with the sealed metric (rescore.py) and the report's
+    # signature (signing.py) add their findings here
+    try:
+        recomputed = build_report(ledger, run_id)
+    except NotPublishable as exc:
+        return [*problems, f"the ledger does not support a published report: {exc}"]
+    given, fresh = _flatten(report), _flatten(recomputed)
+    head, chain = given.get("records.chain_head"), fresh.get("records.chain_head")
+    if head != chain:
+        problems.append(f"records.chain_head: the report covers chain head {str(head)[:16]}, "
+                        f"the run's chain in the ledger ends at {str(chain)[:16]}: its records "
+                        "were rewritten and the chain recomputed, or the report is not from "
+                        "this ledger")
+    for key in sorted(given.keys() | fresh.keys()):
+        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions.") \
+                or key == "records.chain_head" \
+                or key.partition(".")[0] == "signature":  # checked by signing.check_signature
+            continue
+        if given.get(key) != fresh.get(key):
+            problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
+                            f"gives {fresh.get(key)!r}")
+    return problems
+
+
+def _artifact_problems(ledger: Ledger, run_id: str) -> list[str]:
+    problems = []
     for row in ledger.attempts(run_id):
         for kind in ("diff", "stdout", "stderr", "metric_log"):
             digest = row.record.get(kind)
@@ -508,16 +577,31 @@ def verify_report(report: dict[str, Any], ledger: Ledger) -> list[str]:
             except (OSError, SealbenchError):
                 problems.append(f"attempt seq {row.seq} ({row.phase} {row.task_id}): its "
                                 f"{kind} artifact {digest[:12]} is missing or altered")
-    try:
-        recomputed = build_report(ledger, run_id)
-    except NotPublishable as exc:
-        return [*problems, f"the ledger does not support a published report: {exc}"]
-    given, fresh = _flatten(report), _flatten(recomputed)
-    for key in sorted(given.keys() | fresh.keys()):
-        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions.") \
-                or key.partition(".")[0] == "signature":  # checked by signing.check_signature
-            continue
-        if given.get(key) != fresh.get(key):
-            problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
-                            f"gives {fresh.get(key)!r}")
     return problems
+
+
+def header_problems(run: RunRow, sealed: Sealed) -> list[str]:
+    """Where the run header disagrees with the sealed protocol: a run header rewritten to
+    publish a stopped run (lowered expected counts or min_n) or under other rules."""
+    spec, options = sealed.protocol.spec, run.options
+    controls = len(sealed.protocol.null_pack)
+    dataset = len(sealed.protocol.dataset) * int(options.get("epochs", 1))
+    wanted: list[tuple[str, Any, Any]] = [
+        ("identity", run.identity, sealed.identity),
+        ("min_n", options.get("min_n"), spec.publish.min_n),
+        ("ci_method", options.get("ci_method"), spec.publish.ci_method),
+        ("require_ci", options.get("require_ci"), spec.publish.require_ci),
+        ("strata", options.get("strata", "descriptive"), spec.publish.strata),
+        ("rules", options.get("rules"), spec.null_pack.rules.class_of()),
+        ("max_infrastructure_errors", options.get("max_infrastructure_errors"),
+         spec.publish.max_infrastructure_errors),
+        ("task_ids", options.get("task_ids", "visible"), spec.solver.task_ids),
+    ]
+    if not run.trial:
+        wanted += [("expected null_pack", (options.get("expected") or {}).get("null_pack"),
+                    controls),
+                   ("expected dataset", (options.get("expected") or {}).get("dataset"),
+                    dataset)]
+    return [f"run {run.run_id}: its header says {name} {mine!r}, the sealed protocol "
+            f"{sealed.protocol_id} says {theirs!r}"
+            for name, mine, theirs in wanted if mine != theirs]

@@ -49,6 +49,7 @@ from sealbench.report import (
     to_json,
     to_markdown,
     unresolved_infrastructure_errors,
+    versions,
 )
 from sealbench.sandbox import PRIVATE_DIRS, Sandbox, detect, regular_file_head, symlink_chain
 from sealbench.sandbox import command_files as solver_files
@@ -769,6 +770,9 @@ class Run:
             "network": spec.budget.network,
             "allow_hosts": [str(h) for h in self.allow_hosts],
             "expected": self._expected(),
+            "solver_files": solver_file_digests(self.argv),
+            "hide": [str(p.resolve()) for p in self.options.hide],
+            "versions": versions(),
             # which key signs the report (never the key): a resume must give the same one
             "signing_key": None if self.options.signer is None
             else self.options.signer.fingerprint,
@@ -1042,6 +1046,7 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     _check_options(options)
     _check_report_files(options.report_path, ledger)
     row = ledger.run(run_id)
+    ledger.require_intact(run_id)  # never resume, and so publish, a run whose chain is broken
     if row.trial:
         raise Refused(f"run {run_id} is a trial; trials are not resumable: start a new one "
                       "with --task or --limit")
@@ -1096,6 +1101,18 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     return active.resume()
 
 
+def solver_file_digests(argv: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of each regular file the solver's command line names (the program and the
+    scripts it is given), for the run header: a changed agent is visible in the chain."""
+    digests: dict[str, str] = {}
+    for arg in argv:
+        path = Path(arg)
+        try:
+            if path.is_file():
+                digests[arg] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            continue  # unreadable here: the sandbox will say so when it starts
+    return digests
 def check_signer_kept_out(signer: SigningKey | None, home_seed: HomeSeed | None) -> None:
     """`--home-from` is copied into every attempt's HOME: a signing key inside it would be
     handed to the solver (hiding covers bound paths, not copies). One line, exit 2."""

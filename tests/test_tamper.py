@@ -1,0 +1,331 @@
+"""A dishonest operator with write access to the ledger (issue 12, acceptance 1 and 7): every
+edit below is a real sqlite3 UPDATE/DELETE on a real run's ledger, as an operator would make it,
+and each is named by `verify-report` (exit 3) or refused by the reading commands."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from toy import SOLVER, make_protocol, write_solver
+
+from sealbench.errors import Refused
+from sealbench.ledger import GENESIS, Ledger, chain_digest, event_digest
+from sealbench.report import REPORT_FORMAT, build_report, to_json
+from sealbench.runner import RunControl, RunInterrupted, RunOptions, run
+from sealbench.sealing import seal
+
+FAILS = "if sys.argv[-1] in ('toy-002', 'toy-005'):\n    open('app.txt', 'a').write('x')\n"
+OPTIONS = RunOptions(jobs=1, sandbox="none")
+
+
+def _proto(tmp_path: Path) -> tuple[Path, str, Path]:
+    proto = make_protocol(tmp_path / "proto", n=6, min_n=5)
+    command = write_solver(tmp_path / "agent", SOLVER + FAILS)
+    ledger_path = tmp_path / "ledger.sqlite"
+    seal(proto, ledger=Ledger(ledger_path), sandbox="none")
+    return proto, command, ledger_path
+
+
+@pytest.fixture
+def published(tmp_path: Path) -> tuple[Path, Path, str, Path, str]:
+    """(ledger, report.json, run id, protocol dir, solver command) of a published toy run."""
+    proto, command, ledger_path = _proto(tmp_path)
+    result = run(proto, command, ledger=Ledger(ledger_path), options=OPTIONS, run_id="r1")
+    return ledger_path, result.report_path, result.run_id, proto, command
+
+
+@pytest.fixture
+def stopped(tmp_path: Path) -> tuple[Path, str, Path, str]:
+    """(ledger, run id, protocol dir, solver command) of a run stopped once its three controls
+    and at least one dataset attempt are recorded, with dataset attempts still to run."""
+    proto, command, ledger_path = _proto(tmp_path)
+    control = RunControl()
+    seen: list[str] = []
+
+    def stop_once_the_gate_can_pass(kind: str, data: dict[str, Any]) -> None:
+        if kind == "attempt":
+            seen.append(str(data["phase"]))
+            if seen.count("null_pack") == 3 and "dataset" in seen:
+                control.stop.set()
+
+    with pytest.raises(RunInterrupted):
+        run(proto, command, ledger=Ledger(ledger_path), options=OPTIONS, run_id="s1",
+            control=control, on_event=stop_once_the_gate_can_pass)
+    assert Ledger(ledger_path).attempt_counts("s1")["dataset"] < 6
+    return ledger_path, "s1", proto, command
+
+
+def _db(ledger: Path) -> sqlite3.Connection:
+    return sqlite3.connect(ledger, isolation_level=None)
+
+
+def _recompute_chain(db: sqlite3.Connection, run_id: str) -> None:
+    """What a careful dishonest operator does after editing: recompute every digest of the
+    run's chain so that it links up again."""
+    links: list[tuple[int, str, Any]] = []
+    for seq, phase, task, epoch, record in db.execute(
+            "SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=?", (run_id,)):
+        links.append((seq, "attempt", (phase, task, epoch, json.loads(record))))
+    for seq, kind, body in db.execute("SELECT seq, kind, body FROM run_events WHERE run_id=?",
+                                      (run_id,)):
+        links.append((seq, kind, json.loads(body)))
+    prev = GENESIS
+    for seq, kind, body in sorted(links, key=lambda link: link[0]):
+        if kind == "attempt":
+            phase, task, epoch, record = body
+            digest = chain_digest(prev, {"run_id": run_id, "seq": seq, "phase": phase,
+                                         "task_id": task, "epoch": epoch, **record})
+            db.execute("UPDATE attempts SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
+                       (prev, digest, run_id, seq))
+        else:
+            digest = event_digest(prev, run_id, seq, kind, body)
+            db.execute("UPDATE run_events SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
+                       (prev, digest, run_id, seq))
+        prev = digest
+
+
+def _verify(cli, report: Path, ledger: Path, *extra: Any):  # type: ignore[no-untyped-def]
+    return cli("verify-report", report, "--ledger", ledger, *extra)
+
+
+def test_an_untouched_run_verifies_and_lists_its_chain_head(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id, proto, _ = published
+    result = _verify(cli, report, ledger, "--protocol", proto)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(report.read_text())
+    links = Ledger(ledger).links(run_id)
+    assert [link.kind for link in links][:2] == ["header", "created"]
+    assert links[-1].kind == "published"
+    assert data["records"]["chain_head"] == links[-2].digest  # the link before 'published'
+    assert links[-1].body["covers"] == data["records"]["chain_head"]
+
+
+def test_runs_row_settings_edit_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    """The issue's first edit: ci_method, min_n, rules, sandbox, timeout scale and solver in
+    one UPDATE of the runs row."""
+    ledger, report, run_id, _, _ = published
+    db = _db(ledger)
+    options = json.loads(db.execute("SELECT options FROM runs WHERE run_id=?",
+                                    (run_id,)).fetchone()[0])
+    options.update(ci_method="bootstrap", min_n=1, timeout_scale=1, rules={})
+    db.execute("UPDATE runs SET options=?, sandbox='bwrap', solver='honest-agent' "
+               "WHERE run_id=?", (json.dumps(options), run_id))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "runs row edited: its sandbox says 'bwrap', the chain says 'none'" in result.stderr
+    assert "runs row edited: its solver says 'honest-agent'" in result.stderr
+    assert "runs row edited: its options" in result.stderr
+    # the figures come from the chain, not the edited row: report still refuses to print
+    refused = cli("report", run_id, "--ledger", ledger)
+    assert refused.exit_code == 3 and "runs row edited" in refused.stderr
+    listed = cli("runs", "--ledger", ledger, "--format", "json")
+    assert listed.exit_code == 0
+    (row,) = json.loads(listed.output)
+    assert row["state"] == "BROKEN" and row["mean"] is None
+    assert Ledger(ledger).run(run_id).sandbox == "none"
+
+
+def test_an_edited_stored_report_shows_broken_in_runs(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, _, run_id, _, _ = published
+    db = _db(ledger)
+    stored = json.loads(db.execute("SELECT report FROM runs WHERE run_id=?",
+                                   (run_id,)).fetchone()[0])
+    stored["mean"] = 0.967
+    db.execute("UPDATE runs SET report=? WHERE run_id=?", (json.dumps(stored), run_id))
+    listed = cli("runs", "--ledger", ledger)
+    assert listed.exit_code == 0
+    assert "96.7%" not in listed.output and "BROKEN" in listed.output
+
+
+def test_a_stopped_run_marked_published_in_the_runs_row_is_named(cli, stopped) -> None:  # type: ignore[no-untyped-def]
+    """UPDATE runs SET state='published', lowered counts: the chain says interrupted."""
+    ledger, run_id, _, _ = stopped
+    db = _db(ledger)
+    options = json.loads(db.execute("SELECT options FROM runs WHERE run_id=?",
+                                    (run_id,)).fetchone()[0])
+    options.update(min_n=1, expected={"null_pack": 1, "dataset": 2})
+    db.execute("UPDATE runs SET state='published', options=? WHERE run_id=?",
+               (json.dumps(options), run_id))
+    assert Ledger(ledger).run(run_id).state == "interrupted"
+    forged = ledger.parent / "forged.json"  # any v3 report naming this run
+    forged.write_text(json.dumps({"format": REPORT_FORMAT, "run_id": run_id, "mean": 0.9}))
+    result = _verify(cli, forged, ledger)
+    assert result.exit_code == 3
+    assert "runs row edited: its state says 'published', the chain says 'interrupted'" \
+        in result.stderr
+    assert "is interrupted, not finished" in result.stderr
+    assert cli("report", run_id, "--ledger", ledger).exit_code == 3
+
+
+def _lower_header(db: sqlite3.Connection, run_id: str) -> None:
+    """Rewrite the header link so the stopped run's recorded attempts are all it expects."""
+    counts = dict(db.execute("SELECT phase, COUNT(*) FROM attempts WHERE run_id=? GROUP BY "
+                             "phase", (run_id,)).fetchall())
+    body = json.loads(db.execute("SELECT body FROM run_events WHERE run_id=? AND seq=0",
+                                 (run_id,)).fetchone()[0])
+    body["options"].update(min_n=1, expected={"null_pack": counts.get("null_pack", 0),
+                                              "dataset": counts.get("dataset", 0)})
+    db.execute("UPDATE run_events SET body=? WHERE run_id=? AND seq=0",
+               (json.dumps(body), run_id))
+
+
+def _append_state(db: sqlite3.Connection, run_id: str, kind: str) -> None:
+    seq = db.execute("SELECT MAX(seq) FROM (SELECT seq FROM attempts WHERE run_id=? UNION ALL "
+                     "SELECT seq FROM run_events WHERE run_id=?)", (run_id, run_id)
+                     ).fetchone()[0] + 1
+    db.execute("INSERT INTO run_events VALUES (?,?,?,?,?,?)",
+               (run_id, seq, kind, json.dumps({"at": "2026-01-01T00:00:00Z", "reason": None}),
+                "", ""))
+
+
+def test_a_stopped_run_finished_with_a_rewritten_header_is_named(cli, stopped) -> None:  # type: ignore[no-untyped-def]
+    """The careful version: header rewritten with lowered expected counts and min_n, a
+    'finished' link appended, the whole chain recomputed, a report built from that ledger."""
+    ledger, run_id, proto, _ = stopped
+    db = _db(ledger)
+    _lower_header(db, run_id)
+    _append_state(db, run_id, "finished")
+    _recompute_chain(db, run_id)
+    db.execute("UPDATE runs SET state='finished' WHERE run_id=?", (run_id,))
+    lowered = Ledger(ledger)
+    assert lowered.chain_problems(run_id) == []  # the chain itself links up again
+    report = ledger.parent / "forged.json"
+    report.write_text(to_json(build_report(lowered, run_id)))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "link 0 (header): not the header the ledger log recorded" in result.stderr
+    sealed = _verify(cli, report, ledger, "--protocol", proto)
+    assert sealed.exit_code == 3
+    assert "its header says min_n 1, the sealed protocol toy.v1 says 5" in sealed.stderr
+    assert "its header says expected dataset" in sealed.stderr
+
+
+def test_a_finished_link_before_all_attempts_is_not_derivable(cli, stopped) -> None:  # type: ignore[no-untyped-def]
+    ledger, run_id, _, _ = stopped
+    db = _db(ledger)
+    _append_state(db, run_id, "finished")
+    _recompute_chain(db, run_id)
+    problems = Ledger(ledger).chain_problems(run_id)
+    assert any("(finished): state not derivable from the chained events" in p.text
+               for p in problems)
+    result = cli("report", run_id, "--ledger", ledger)
+    assert result.exit_code == 3 and "state not derivable" in result.stderr
+
+
+def test_attempts_rewritten_with_a_recomputed_chain_are_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    """Fail -> pass on every failed attempt, every digest recomputed: the chain links up, and
+    the report's chain head no longer matches."""
+    ledger, report, run_id, _, _ = published
+    db = _db(ledger)
+    for seq, record in db.execute("SELECT seq, record FROM attempts WHERE run_id=? AND "
+                                  "phase='dataset' AND record LIKE '%\"outcome\": \"fail\"%'",
+                                  (run_id,)).fetchall():
+        db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
+                   (record.replace('"outcome": "fail"', '"outcome": "pass"'), run_id, seq))
+    _recompute_chain(db, run_id)
+    assert Ledger(ledger).chain_problems(run_id) == []
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "records.chain_head: the report covers chain head" in result.stderr
+    assert "records were rewritten and the chain recomputed" in result.stderr
+    assert "figure 'mean'" in result.stderr
+
+
+def test_a_deleted_run_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id, _, _ = published
+    db = _db(ledger)
+    for table in ("attempts", "run_events", "runs"):
+        db.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert f"run {run_id} was deleted: the ledger log records it created" in result.stderr
+    listed = cli("runs", "--ledger", ledger)
+    assert listed.exit_code == 0
+    assert f"run {run_id} was deleted" in listed.stderr
+
+
+def test_a_header_link_edited_breaks_the_chain_at_link_0(cli, published) -> None:  # type: ignore[no-untyped-def]
+    ledger, report, run_id, _, _ = published
+    db = _db(ledger)
+    body = json.loads(db.execute("SELECT body FROM run_events WHERE run_id=? AND seq=0",
+                                 (run_id,)).fetchone()[0])
+    body["options"]["timeout_scale"] = 50
+    db.execute("UPDATE run_events SET body=? WHERE run_id=? AND seq=0",
+               (json.dumps(body), run_id))
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "link 0 (header): content does not match its digest (edited)" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["report"], ["show"], ["export"], ["show", "--task",
+                                                                        "toy-001"]])
+def test_one_edited_record_is_refused_by_reading_commands(cli, published, command) -> None:  # type: ignore[no-untyped-def]
+    """Acceptance 7 (first half): one record edited in place, chain not recomputed."""
+    ledger, _, run_id, _, _ = published
+    db = _db(ledger)
+    seq, record = db.execute("SELECT seq, record FROM attempts WHERE run_id=? AND "
+                             "phase='dataset' ORDER BY seq LIMIT 1", (run_id,)).fetchone()
+    db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
+               (record.replace('"duration": ', '"duration": 1'), run_id, seq))
+    result = cli(command[0], run_id, *command[1:], "--ledger", ledger)
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"sealbench: ledger {ledger}: run {run_id}: chain broken "
+                                    f"at link {seq} (attempt dataset ")
+    assert "(edited)" in result.stderr and result.stdout == ""
+
+
+def test_resume_refuses_a_run_whose_chain_is_broken(cli, stopped) -> None:  # type: ignore[no-untyped-def]
+    """`run --resume` used to publish on a broken chain: now it refuses before anything."""
+    ledger, run_id, proto, command = stopped
+    db = _db(ledger)
+    seq, record = db.execute("SELECT seq, record FROM attempts WHERE run_id=? ORDER BY seq "
+                             "LIMIT 1", (run_id,)).fetchone()
+    db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
+               (record.replace('"duration": ', '"duration": 1'), run_id, seq))
+    before = db.execute("SELECT COUNT(*) FROM run_events WHERE run_id=?", (run_id,)).fetchone()
+    result = cli("run", proto, "--solver", command, "--resume", run_id, "--ledger", ledger,
+                 "--sandbox", "none", "--quiet")
+    assert result.exit_code == 3
+    assert f"run {run_id}: chain broken at link {seq}" in result.stderr
+    after = db.execute("SELECT COUNT(*) FROM run_events WHERE run_id=?", (run_id,)).fetchone()
+    assert after == before  # nothing appended: not resumed, not published
+
+
+def test_a_refusal_cut_off_the_chain_tail_is_named(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A refused run made resumable again by deleting its 'refused' link (the tail of the
+    chain, so the chain still links up) and the runs row set back: the ledger log still names
+    the refusal."""
+    proto, _, ledger_path = _proto(tmp_path)
+    dead = write_solver(tmp_path / "dead", "import sys\n")  # every control misbehaves
+    with pytest.raises(Refused):
+        run(proto, dead, ledger=Ledger(ledger_path), options=OPTIONS, run_id="d1")
+    db = _db(ledger_path)
+    db.execute("DELETE FROM run_events WHERE run_id='d1' AND kind='refused'")
+    db.execute("UPDATE runs SET state='interrupted', reason=NULL, finished_at=NULL "
+               "WHERE run_id='d1'")
+    ledger = Ledger(ledger_path)
+    assert ledger.chain_problems("d1") == []
+    with pytest.raises(Refused, match=r"run d1: chain broken at link \d+ \(refused\): the "
+                                      "ledger log records the run refused at this link"):
+        ledger.require_intact("d1")
+    result = cli("show", "d1", "--ledger", ledger_path)
+    assert result.exit_code == 3 and "truncated or rewritten" in result.stderr
+
+
+def test_a_stop_and_the_attempts_before_it_cut_off_are_named(stopped) -> None:  # type: ignore[no-untyped-def]
+    """A re-roll: the last attempts of a stopped run and its 'interrupted' link deleted, so a
+    resume would run those attempts again; the ledger log still names the stop."""
+    ledger, run_id, _, _ = stopped
+    db = _db(ledger)
+    stop = db.execute("SELECT seq FROM run_events WHERE run_id=? AND kind='interrupted'",
+                      (run_id,)).fetchone()[0]
+    last = db.execute("SELECT MAX(seq) FROM attempts WHERE run_id=?", (run_id,)).fetchone()[0]
+    db.execute("DELETE FROM run_events WHERE run_id=? AND seq>=?", (run_id, last))
+    db.execute("DELETE FROM attempts WHERE run_id=? AND seq>=?", (run_id, last))
+    assert Ledger(ledger).chain_problems(run_id) == []
+    with pytest.raises(Refused, match=rf"chain broken at link {stop} \(interrupted\)"):
+        Ledger(ledger).require_intact(run_id)
