@@ -913,11 +913,12 @@ def _stale_temp(entry: os.DirEntry[str], host: str, cutoff: float) -> bool:
         parts = entry.name[len(TEMP_PREFIX):].rsplit("-", 2)
         if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
             return False
-        return not _pid_exists(int(parts[1]))
+        return not pid_exists(int(parts[1]))
     return entry.name.startswith("tmp") and entry.stat(follow_symlinks=False).st_mtime < cutoff
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """A process with this pid is there (one we may not signal counts: it exists)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
