@@ -118,7 +118,9 @@ def test_runs_row_settings_edit_is_named(cli, published) -> None:  # type: ignor
     assert result.exit_code == 3
     assert "runs row edited: its sandbox says 'bwrap', the chain says 'none'" in result.stderr
     assert "runs row edited: its solver says 'honest-agent'" in result.stderr
-    assert "runs row edited: its options" in result.stderr
+    for setting in ("ci_method", "min_n", "timeout_scale", "rules"):  # each edit, by name
+        assert f"runs row edited: its options.{setting} says" in result.stderr
+    assert "attempt_secret" not in result.stderr  # only what changed is shown
     # the figures come from the chain, not the edited row: report still refuses to print
     refused = cli("report", run_id, "--ledger", ledger)
     assert refused.exit_code == 3 and "runs row edited" in refused.stderr

@@ -997,7 +997,19 @@ def derive_run(cached: RunRow, events: list[tuple[str, dict[str, Any]]]) -> RunR
 
 
 def _differences(cached: RunRow, derived: RunRow) -> list[tuple[str, Any, Any]]:
-    names = ("protocol_id", "identity", "solver", "sandbox", "options", "state", "reason",
-             "finished_at")
-    return [(name, getattr(cached, name), getattr(derived, name)) for name in names
-            if getattr(cached, name) != getattr(derived, name)]
+    """Each field the runs row changed, options key by key: a reader must see *which*
+    setting was edited, not two copies of the whole header."""
+    names = ("protocol_id", "identity", "solver", "sandbox", "state", "reason", "finished_at")
+    found = [(name, getattr(cached, name), getattr(derived, name)) for name in names
+             if getattr(cached, name) != getattr(derived, name)]
+    for key in sorted(cached.options.keys() | derived.options.keys()):
+        mine, theirs = cached.options.get(key), derived.options.get(key)
+        if mine != theirs:
+            found.append((f"options.{key}", _short(mine), _short(theirs)))
+    return found
+
+
+def _short(value: Any, limit: int = 120) -> Any:
+    """A value as the message shows it: long ones cut, so one edit stays one readable line."""
+    text = repr(value)
+    return value if len(text) <= limit else f"{text[:limit]}…"
