@@ -111,7 +111,7 @@ def test_runs_row_settings_edit_is_named(cli, published) -> None:  # type: ignor
     db = _db(ledger)
     options = json.loads(db.execute("SELECT options FROM runs WHERE run_id=?",
                                     (run_id,)).fetchone()[0])
-    options.update(ci_method="bootstrap", min_n=1, timeout_scale=1, rules={})
+    options.update(ci_method="bootstrap", min_n=1, timeout_scale=50, rules={})
     db.execute("UPDATE runs SET options=?, sandbox='bwrap', solver='honest-agent' "
                "WHERE run_id=?", (json.dumps(options), run_id))
     result = _verify(cli, report, ledger)
