@@ -736,6 +736,8 @@ def _write(text: str) -> None:
 def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
            ledger_path: Path | None) -> None:
     with _errors():
+        if model_name is not None and fmt != PREDICTIONS_FORMAT:  # usage first: no ledger read
+            raise BadInput(f"--model-name: applies only to --format {PREDICTIONS_FORMAT}")
         ledger = _reading_ledger(ledger_path)
         ledger.run(run_id)
         ledger.require_intact(run_id)
@@ -744,8 +746,6 @@ def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
                 ledger, run_id, model_name=model_name,
                 warn=lambda message: err.print(f"warning: {message}", markup=False)))
             what = "predictions"
-        elif model_name is not None:
-            raise BadInput(f"--model-name: applies only to --format {PREDICTIONS_FORMAT}")
         else:
             lines = list(export_lines(ledger, run_id))
             what = "attempts"
