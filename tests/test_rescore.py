@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forgery import recompute_chain, recompute_log
 from toy import SOLVER, make_protocol, make_tested_protocol, write_solver
 
-from sealbench.ledger import GENESIS, AttemptRow, Ledger, canonical, chain_digest, event_digest
+from sealbench.ledger import AttemptRow, Ledger, canonical
 from sealbench.protocol import Task
 from sealbench.report import build_report, to_json
 from sealbench.rescore import _stored_run, broken_rule, recount, rescore, rescored
@@ -67,7 +68,7 @@ def forge(ledger_path: Path, report_path: Path, run_id: str, edits: dict[str, Ed
             db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
                        (json.dumps(edits[task_id](json.loads(text)), sort_keys=True), run_id,
                         seq))
-    _relink(db, run_id)
+    recompute_chain(db, run_id)
     ledger = Ledger(ledger_path)
     report = build_report(ledger, run_id)
     ledger.close()
@@ -80,50 +81,9 @@ def forge(ledger_path: Path, report_path: Path, run_id: str, edits: dict[str, Ed
             "report_sha256": hashlib.sha256(canonical(report)).hexdigest()}
     db.execute("UPDATE run_events SET body=? WHERE run_id=? AND seq=?",
                (json.dumps(body), run_id, seq))
-    _relink(db, run_id)
-    _relog(db, run_id)
+    recompute_chain(db, run_id)
+    recompute_log(db, run_id)
     db.close()
-
-
-def _relink(db: sqlite3.Connection, run_id: str) -> None:
-    links: list[tuple[int, str, Any]] = [
-        (seq, "attempt", (phase, task, epoch, json.loads(record)))
-        for seq, phase, task, epoch, record in db.execute(
-            "SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=?", (run_id,))]
-    links += [(seq, kind, json.loads(body)) for seq, kind, body in db.execute(
-        "SELECT seq, kind, body FROM run_events WHERE run_id=?", (run_id,))]
-    prev = GENESIS
-    for seq, kind, body in sorted(links, key=lambda link: link[0]):
-        if kind == "attempt":
-            phase, task, epoch, record = body
-            digest = chain_digest(prev, {"run_id": run_id, "seq": seq, "phase": phase,
-                                         "task_id": task, "epoch": epoch, **record})
-            table = "attempts"
-        else:
-            digest = event_digest(prev, run_id, seq, kind, body)
-            table = "run_events"
-        db.execute(f"UPDATE {table} SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
-                   (prev, digest, run_id, seq))
-        prev = digest
-
-
-def _relog(db: sqlite3.Connection, run_id: str) -> None:
-    """The ledger log rewritten to name the forged chain's header and ends."""
-    digests = dict(db.execute("SELECT seq, digest FROM run_events WHERE run_id=?", (run_id,)))
-    header = db.execute("SELECT digest FROM run_events WHERE run_id=? AND kind='header'",
-                        (run_id,)).fetchone()[0]
-    prev = GENESIS
-    for seq, kind, logged, text in db.execute(
-            "SELECT seq, kind, run_id, body FROM ledger_log ORDER BY seq").fetchall():
-        body = json.loads(text)
-        if logged == run_id and kind == "created":
-            body["header_digest"] = header
-        elif logged == run_id and "link_seq" in body:
-            body["link_digest"] = digests[body["link_seq"]]
-        digest = chain_digest(prev, {"seq": seq, "kind": kind, "run_id": logged, "body": body})
-        db.execute("UPDATE ledger_log SET body=?, prev_digest=?, digest=? WHERE seq=?",
-                   (json.dumps(body), prev, digest, seq))
-        prev = digest
 
 
 def as_pass(record: dict[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forgery import recompute_chain
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.errors import Refused
-from sealbench.ledger import GENESIS, Ledger, chain_digest, event_digest
+from sealbench.ledger import Ledger
 from sealbench.report import REPORT_FORMAT, build_report, to_json
 from sealbench.runner import RunControl, RunInterrupted, RunOptions, run
 from sealbench.sealing import seal
@@ -61,31 +62,6 @@ def stopped(tmp_path: Path) -> tuple[Path, str, Path, str]:
 
 def _db(ledger: Path) -> sqlite3.Connection:
     return sqlite3.connect(ledger, isolation_level=None)
-
-
-def _recompute_chain(db: sqlite3.Connection, run_id: str) -> None:
-    """What a careful dishonest operator does after editing: recompute every digest of the
-    run's chain so that it links up again."""
-    links: list[tuple[int, str, Any]] = []
-    for seq, phase, task, epoch, record in db.execute(
-            "SELECT seq, phase, task_id, epoch, record FROM attempts WHERE run_id=?", (run_id,)):
-        links.append((seq, "attempt", (phase, task, epoch, json.loads(record))))
-    for seq, kind, body in db.execute("SELECT seq, kind, body FROM run_events WHERE run_id=?",
-                                      (run_id,)):
-        links.append((seq, kind, json.loads(body)))
-    prev = GENESIS
-    for seq, kind, body in sorted(links, key=lambda link: link[0]):
-        if kind == "attempt":
-            phase, task, epoch, record = body
-            digest = chain_digest(prev, {"run_id": run_id, "seq": seq, "phase": phase,
-                                         "task_id": task, "epoch": epoch, **record})
-            db.execute("UPDATE attempts SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
-                       (prev, digest, run_id, seq))
-        else:
-            digest = event_digest(prev, run_id, seq, kind, body)
-            db.execute("UPDATE run_events SET prev_digest=?, digest=? WHERE run_id=? AND seq=?",
-                       (prev, digest, run_id, seq))
-        prev = digest
 
 
 def _verify(cli, report: Path, ledger: Path, *extra: Any):  # type: ignore[no-untyped-def]
@@ -191,7 +167,7 @@ def test_a_stopped_run_finished_with_a_rewritten_header_is_named(cli, stopped) -
     db = _db(ledger)
     _lower_header(db, run_id)
     _append_state(db, run_id, "finished")
-    _recompute_chain(db, run_id)
+    recompute_chain(db, run_id)
     db.execute("UPDATE runs SET state='finished' WHERE run_id=?", (run_id,))
     lowered = Ledger(ledger)
     assert lowered.chain_problems(run_id) == []  # the chain itself links up again
@@ -210,7 +186,7 @@ def test_a_finished_link_before_all_attempts_is_not_derivable(cli, stopped) -> N
     ledger, run_id, _, _ = stopped
     db = _db(ledger)
     _append_state(db, run_id, "finished")
-    _recompute_chain(db, run_id)
+    recompute_chain(db, run_id)
     problems = Ledger(ledger).chain_problems(run_id)
     assert any("(finished): state not derivable from the chained events" in p.text
                for p in problems)
@@ -228,7 +204,7 @@ def test_attempts_rewritten_with_a_recomputed_chain_are_named(cli, published) ->
                                   (run_id,)).fetchall():
         db.execute("UPDATE attempts SET record=? WHERE run_id=? AND seq=?",
                    (record.replace('"outcome": "fail"', '"outcome": "pass"'), run_id, seq))
-    _recompute_chain(db, run_id)
+    recompute_chain(db, run_id)
     assert Ledger(ledger).chain_problems(run_id) == []
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
