@@ -70,6 +70,7 @@ from sealbench.report import (
     build_report,
     headline_text,
     network_text,
+    stored_report_problems,
     to_html,
     to_json,
     to_markdown,
@@ -876,6 +877,11 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
               f"(run {data['run_id']}, {data['records']['attempts']} attempts){rescored}\n"
               f"{signature.summary()}", markup=False)
+    if ledger.run(data["run_id"]).migrated:
+        out.print(f"note: run {data['run_id']}: its settings are chained only since the ledger "
+                  "was migrated from v2: an edit made before then (or a ledger passed off as "
+                  "v2) cannot be seen in it; only a report kept or signed before can show it "
+                  "(docs/threat-model.md)", markup=False)
     began = ledger.run(data["run_id"]).options.get("signing_key")
     if not signature.signed and began:  # e.g. recomputed by `report`, or stripped
         out.print(f"note: run {data['run_id']} published a report signed by key {began}; "
@@ -901,7 +907,9 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     """One line of `runs`: the state the chain says; a run whose records are not intact shows
     its first problem instead of any figure."""
-    problems = ledger.integrity(row.run_id)
+    problems = [p.text for p in ledger.integrity(row.run_id)]
+    if not problems and row.report is not None:
+        problems = stored_report_problems(ledger, row.run_id)
     if problems:
         return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
                 "protocol_id": row.protocol_id, "identity": row.identity,
@@ -911,8 +919,8 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
                 "expected": row.options.get("expected"),
                 "interrupted_attempts": len(ledger.interrupted(row.run_id)),
                 "n": None, "mean": None, "ci95": None,
-                "result": "records not intact: " + problems[0].text,
-                "problems": [p.text for p in problems]}
+                "result": "records not intact: " + problems[0],
+                "problems": problems}
     result = headline_text(row.report) if row.report else (row.reason or "")
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,
