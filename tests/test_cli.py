@@ -440,3 +440,16 @@ def test_an_attempt_line_is_counts_and_whole_seconds(data: dict[str, object],
     assert not RATE.search(line), line
     assert (f"finished: {outcome} (" in line) == (outcome is not None)
     assert ("(interrupted)" in line) == bool(data["interrupted"])
+
+
+@pytest.mark.parametrize("name", ["new\nline.sqlite", "tab\there.sqlite", "esc\x1b[2J.sqlite"])
+@pytest.mark.parametrize("command", [["runs"], ["show", "r1"], ["report", "r1"],
+                                     ["export", "r1"]])
+def test_an_error_naming_a_path_with_a_newline_is_still_one_line(cli, tmp_path: Path, name: str,
+                                                                  command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Attack (careless operator): a --ledger path holding a newline, a tab or an escape
+    sequence; the error naming it must stay one line, the character shown as an escape."""
+    result = cli(*command, "--ledger", tmp_path / name)
+    assert result.exit_code in (2, 3)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("sealbench: ")
+    assert "\x1b" not in result.stderr

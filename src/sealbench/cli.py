@@ -168,13 +168,15 @@ def _errors() -> Iterator[None]:
 def _exit_with(exc: SealbenchError) -> None:
     """One line per problem (a headline first when there are several), then the status."""
     lines = exc.lines()
-    if len(lines) == 1:  # reasons can quote a solver (its refusal): never raw
-        err.print(f"sealbench: {terminal_safe(lines[0])}", markup=False)
+    # reasons can quote a solver (its refusal) and paths can hold a newline: never raw, and
+    # each problem stays on its one line
+    if len(lines) == 1:
+        err.print(f"sealbench: {terminal_safe(lines[0], single_line=True)}", markup=False)
     else:
-        err.print(f"sealbench: {terminal_safe(str(exc) or f'{len(lines)} problems')}",
-                  markup=False)
+        headline = str(exc) or f"{len(lines)} problems"
+        err.print(f"sealbench: {terminal_safe(headline, single_line=True)}", markup=False)
         for line in lines:
-            err.print(f"  {terminal_safe(line)}", markup=False)
+            err.print(f"  {terminal_safe(line, single_line=True)}", markup=False)
     sys.exit(exc.exit_status)
 
 
