@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -453,3 +454,21 @@ def test_an_error_naming_a_path_with_a_newline_is_still_one_line(cli, tmp_path: 
     assert result.exit_code in (2, 3)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("sealbench: ")
     assert "\x1b" not in result.stderr
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("command", [["--help"], ["init", "{dir}/example"]])
+def test_stdout_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    """Attack (careless operator): `sealbench ... > FILE` with FILE on a full disk (a real
+    4 KiB tmpfs, filled) used to end in an OSError traceback, exit 1."""
+    argv = [sys.executable, "-m", "sealbench.cli",
+            *(arg.format(dir=tmp_path) for arg in command)]
+    script = ("dd if=/dev/zero of=/full/fill bs=1k count=8 2>/dev/null; "
+              'exec "$@" > /full/out')
+    done = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--size", "4096", "--tmpfs",
+                           "/full", "sh", "-c", script, "sh", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert "standard output" in done.stderr and "No space left on device" in done.stderr

@@ -7,7 +7,9 @@ gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 import difflib
+import errno
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -180,8 +182,34 @@ def _exit_with(exc: SealbenchError) -> None:
     sys.exit(exc.exit_status)
 
 
-@click.group(help="Run coding agents on a sealed benchmark protocol; no success rate until "
-                  "the null pack passes." + EXIT_HELP)
+class _Main(click.Group):
+    """The command group, so that writing the output itself failing (stdout redirected to a
+    full disk) is one line and exit 3 like any other error, wherever the output is written."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # `| head`: click's own handling
+                raise
+            _output_failed(exc)
+
+
+def _output_failed(exc: OSError) -> None:
+    """One line on stderr; stdout pointed at /dev/null first so that Python's flush at exit
+    does not fail again with a second message."""
+    with suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    with suppress(OSError):
+        sys.stderr.write(f"sealbench: cannot write to standard output ({exc.strerror}); "
+                         "free space (or redirect elsewhere) and run the command again\n")
+        sys.stderr.flush()
+    sys.exit(EXIT_REFUSED)
+
+
+@click.group(cls=_Main, help="Run coding agents on a sealed benchmark protocol; no success "
+             "rate until the null pack passes." + EXIT_HELP)
 @click.version_option(__version__, prog_name="sealbench")
 def main() -> None:
     pass
