@@ -332,13 +332,13 @@ def test_a_stop_and_the_attempts_before_it_cut_off_are_named(stopped) -> None:  
         Ledger(ledger).require_intact(run_id)
 
 
-def _rewrite_published_tail(db: sqlite3.Connection, run_id: str, mean: float) -> None:
+def _rewrite_published_tail(db: sqlite3.Connection, run_id: str, **figures: Any) -> None:
     """The stored report's figure edited, and the two tails that hold its digest recomputed:
     the run's published link and the ledger log's published entry (nothing chains after
     either, so both still link up)."""
     stored = json.loads(db.execute("SELECT report FROM runs WHERE run_id=?",
                                    (run_id,)).fetchone()[0])
-    stored["mean"] = mean
+    stored.update(figures)
     db.execute("UPDATE runs SET report=? WHERE run_id=?", (json.dumps(stored), run_id))
     seq, body, prev = db.execute("SELECT seq, body, prev_digest FROM run_events WHERE run_id=? "
                                  "AND kind='published'", (run_id,)).fetchone()
@@ -357,19 +357,25 @@ def _rewrite_published_tail(db: sqlite3.Connection, run_id: str, mean: float) ->
                (json.dumps(log_body, sort_keys=True), log_digest, log_seq))
 
 
-def test_a_stored_report_edited_with_its_published_link_recomputed_is_named(cli, published) -> None:  # type: ignore[no-untyped-def]
-    """Attack: the stored report's figure edited and the published link and ledger log tails
-    recomputed; the chain and the log link up, so only recomputing the figure from the
-    records shows it. `runs` must not print the edited figure, and verify-report names it."""
+@pytest.mark.parametrize("figures", [{"mean": 0.967},
+                                     {"ci95": [0.9, 0.99], "format": "sealbench-report/v2"}],
+                         ids=["mean", "ci95-under-an-older-format"])
+def test_a_stored_report_edited_with_its_published_link_recomputed_is_named(  # type: ignore[no-untyped-def]
+        cli, published, figures) -> None:
+    """Attack: the stored report's figure edited (its format marked older, which a run made
+    by this sealbench never stores) and the published link and ledger log tails recomputed;
+    the chain and the log link up, so only recomputing the figure from the records shows it.
+    `runs` must not print the edited figure, and verify-report names it."""
     ledger, report, run_id, _, _ = published
-    _rewrite_published_tail(_db(ledger), run_id, 0.967)
+    _rewrite_published_tail(_db(ledger), run_id, **figures)
     assert Ledger(ledger).chain_problems(run_id) == [] and Ledger(ledger).log_problems() == []
     listed = cli("runs", "--ledger", ledger)
     assert listed.exit_code == 0
-    assert "96.7%" not in listed.output and "BROKEN" in listed.output
+    assert "96.7%" not in listed.output and "99.0%" not in listed.output
+    assert "BROKEN" in listed.output
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
-    assert "stored report" in result.stderr and "'mean'" in result.stderr
+    assert "stored report" in result.stderr and f"'{next(iter(figures))}'" in result.stderr
 
 
 def _pass_off_as_v2(db: sqlite3.Connection, run_id: str, **settings: Any) -> None:
