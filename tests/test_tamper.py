@@ -376,6 +376,9 @@ def test_a_stored_report_edited_with_its_published_link_recomputed_is_named(  # 
     result = _verify(cli, report, ledger)
     assert result.exit_code == 3
     assert "stored report" in result.stderr and f"'{next(iter(figures))}'" in result.stderr
+    compared = cli("compare", run_id, run_id, "--ledger", ledger)
+    assert compared.exit_code == 3 and "0.967" not in compared.stdout
+    assert "stored report" in compared.stderr
 
 
 def _pass_off_as_v2(db: sqlite3.Connection, run_id: str, **settings: Any) -> None:
