@@ -79,8 +79,11 @@ def test_keygen_never_overwrites_either_file(tmp_path: Path, existing: str) -> N
 
 
 def test_keygen_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="is not a directory"):
+    with pytest.raises(BadInput, match="nowhere does not exist"):
         generate_key(tmp_path / "nowhere" / "k")
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(BadInput, match="plain is not a directory"):
+        generate_key(tmp_path / "plain" / "k")
 
 
 def _rsa_pem() -> bytes:

@@ -927,11 +927,12 @@ def _stale_temp(entry: os.DirEntry[str], host: str, cutoff: float) -> bool:
         parts = entry.name[len(TEMP_PREFIX):].rsplit("-", 2)
         if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
             return False
-        return not _pid_exists(int(parts[1]))
+        return not pid_exists(int(parts[1]))
     return entry.name.startswith("tmp") and entry.stat(follow_symlinks=False).st_mtime < cutoff
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """A process with this pid is there (one we may not signal counts: it exists)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -1010,7 +1011,19 @@ def derive_run(cached: RunRow, events: list[tuple[str, dict[str, Any]]]) -> RunR
 
 
 def _differences(cached: RunRow, derived: RunRow) -> list[tuple[str, Any, Any]]:
-    names = ("protocol_id", "identity", "solver", "sandbox", "options", "state", "reason",
-             "finished_at")
-    return [(name, getattr(cached, name), getattr(derived, name)) for name in names
-            if getattr(cached, name) != getattr(derived, name)]
+    """Each field the runs row changed, options key by key: a reader must see *which*
+    setting was edited, not two copies of the whole header."""
+    names = ("protocol_id", "identity", "solver", "sandbox", "state", "reason", "finished_at")
+    found = [(name, getattr(cached, name), getattr(derived, name)) for name in names
+             if getattr(cached, name) != getattr(derived, name)]
+    for key in sorted(cached.options.keys() | derived.options.keys()):
+        mine, theirs = cached.options.get(key), derived.options.get(key)
+        if mine != theirs:
+            found.append((f"options.{key}", _short(mine), _short(theirs)))
+    return found
+
+
+def _short(value: Any, limit: int = 120) -> Any:
+    """A value as the message shows it: long ones cut, so one edit stays one readable line."""
+    text = repr(value)
+    return value if len(text) <= limit else f"{text[:limit]}…"

@@ -218,16 +218,26 @@ def _diff_of(ledger: Ledger, row: AttemptRow) -> bytes | str:
         return f"not re-scored: its diff artifact {digest[:12]} is missing or altered"
 
 
-def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Task,
-                    protected: tuple[str, ...]) -> Verdict:
-    """Grade the stored diff as the run did: a fresh fixture with the diff applied is the
-    workspace (interface 2 reads it); with a verifier the Grader runs the hidden tests again."""
+def _gradable_diff(ledger: Ledger, row: AttemptRow, task: Task,
+                   protected: tuple[str, ...]) -> bytes | Verdict:
+    """The stored diff, or the verdict that comes before grading: not re-scored when the diff
+    cannot be read, a violation when it breaks a rule the run judges before the metric."""
     diff = _diff_of(ledger, row)
     if isinstance(diff, str):
         return Verdict(row, None, problem=diff)
     broken = broken_rule(diff, task, protected)
     if broken is not None:
         return Verdict(row, "violation", broken)
+    return diff
+
+
+def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Task,
+                    protected: tuple[str, ...]) -> Verdict:
+    """Grade the stored diff as the run did: a fresh fixture with the diff applied is the
+    workspace (interface 2 reads it); with a verifier the Grader runs the hidden tests again."""
+    diff = _gradable_diff(ledger, row, task, protected)
+    if isinstance(diff, Verdict):
+        return diff
     attempt_dir = Path(tempfile.mkdtemp(prefix="rescore-", dir=harness.scratch))
     try:
         workspace = attempt_dir / "workspace"
@@ -247,12 +257,9 @@ def _from_stored_tests(ledger: Ledger, row: AttemptRow, task: Task,
                        protected: tuple[str, ...]) -> Verdict:
     """tests_v1 again, from the stored results once they agree with the stored JUnit report
     (held to its digest); the report problem is derived again, never taken from the record."""
-    diff = _diff_of(ledger, row)
-    if isinstance(diff, str):
-        return Verdict(row, None, problem=diff)
-    broken = broken_rule(diff, task, protected)
-    if broken is not None:
-        return Verdict(row, "violation", broken)
+    diff = _gradable_diff(ledger, row, task, protected)
+    if isinstance(diff, Verdict):
+        return diff
     tests = row.record.get("tests")
     if not isinstance(tests, dict):
         return Verdict(row, "fail", "no hidden-test results are recorded")

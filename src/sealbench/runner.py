@@ -38,7 +38,7 @@ from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.ledger import AttemptRow, Ledger, RunRow
+from sealbench.ledger import AttemptRow, Ledger, RunRow, pid_exists
 from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
 from sealbench.report import (
@@ -1217,10 +1217,4 @@ def _alive(options: dict[str, Any]) -> bool:
     pid, host = options.get("pid"), options.get("host")
     if not isinstance(pid, int) or host != socket.gethostname():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != os.getpid()
+    return pid_exists(pid) and pid != os.getpid()

@@ -106,7 +106,8 @@ def generate_key(path: Path) -> tuple[SigningKey, Path]:
             raise BadInput(f"keygen {path}: {target} exists; sealbench never overwrites a key "
                            "(move it away or name another path)")
     if not path.parent.is_dir():
-        raise BadInput(f"keygen {path}: {path.parent} is not a directory")
+        what = "is not a directory" if path.parent.exists() else "does not exist (create it first)"
+        raise BadInput(f"keygen {path}: {path.parent} {what}")
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
