@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -440,3 +441,34 @@ def test_an_attempt_line_is_counts_and_whole_seconds(data: dict[str, object],
     assert not RATE.search(line), line
     assert (f"finished: {outcome} (" in line) == (outcome is not None)
     assert ("(interrupted)" in line) == bool(data["interrupted"])
+
+
+@pytest.mark.parametrize("name", ["new\nline.sqlite", "tab\there.sqlite", "esc\x1b[2J.sqlite"])
+@pytest.mark.parametrize("command", [["runs"], ["show", "r1"], ["report", "r1"],
+                                     ["export", "r1"]])
+def test_an_error_naming_a_path_with_a_newline_is_still_one_line(cli, tmp_path: Path, name: str,
+                                                                  command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Attack (careless operator): a --ledger path holding a newline, a tab or an escape
+    sequence; the error naming it must stay one line, the character shown as an escape."""
+    result = cli(*command, "--ledger", tmp_path / name)
+    assert result.exit_code in (2, 3)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("sealbench: ")
+    assert "\x1b" not in result.stderr
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("command", [["--help"], ["init", "{dir}/example"]])
+def test_stdout_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    """Attack (careless operator): `sealbench ... > FILE` with FILE on a full disk (a real
+    4 KiB tmpfs, filled) used to end in an OSError traceback, exit 1."""
+    argv = [sys.executable, "-m", "sealbench.cli",
+            *(arg.format(dir=tmp_path) for arg in command)]
+    script = ("dd if=/dev/zero of=/full/fill bs=1k count=8 2>/dev/null; "
+              'exec "$@" > /full/out')
+    done = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--size", "4096", "--tmpfs",
+                           "/full", "sh", "-c", script, "sh", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert "standard output" in done.stderr and "No space left on device" in done.stderr

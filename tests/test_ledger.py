@@ -364,6 +364,29 @@ def test_a_v2_ledger_is_migrated_in_place(tmp_path: Path) -> None:
     assert again.deleted_runs() == ["old-1"]
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_v3_ledger_with_its_version_lowered_is_refused_not_migrated_again(
+        tmp_path: Path, readonly: bool) -> None:
+    """Attack: `PRAGMA user_version=2` on a v3 ledger (a careless restore, or an operator)
+    used to make the next command, `runs` included, migrate it again: a second header in every
+    run, every run broken for good. A ledger holding v3 links is v3 whatever its number says:
+    refused in one line, nothing written."""
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.create_run("r1", "toy.bench", "sha256:x", "agent", "none",
+                      {"kind": "run", "expected": {"dataset": 1}})
+    ledger.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version=2")
+    with pytest.raises(Refused, match=r"ledger\.sqlite: its schema version says v2, but it "
+                                      r"holds v3 links"):
+        Ledger(path, readonly=readonly)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM run_events WHERE kind='header'").fetchone() \
+            == (1,)
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+
+
 def test_a_published_v2_run_still_reports_after_migration(published, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The records of a real published run, written into a v2 ledger by the v2 code, migrate
     and report the same figures, saying the settings are chained only since migration."""

@@ -4,6 +4,7 @@ and each is named by `verify-report` (exit 3) or refused by the reading commands
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -14,7 +15,7 @@ from forgery import recompute_chain
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.errors import Refused
-from sealbench.ledger import Ledger
+from sealbench.ledger import GENESIS, Ledger, canonical, chain_digest, event_digest
 from sealbench.report import REPORT_FORMAT, build_report, to_json
 from sealbench.runner import RunControl, RunInterrupted, RunOptions, run
 from sealbench.sealing import seal
@@ -307,3 +308,109 @@ def test_a_stop_and_the_attempts_before_it_cut_off_are_named(stopped) -> None:  
     assert Ledger(ledger).chain_problems(run_id) == []
     with pytest.raises(Refused, match=rf"chain broken at link {stop} \(interrupted\)"):
         Ledger(ledger).require_intact(run_id)
+
+
+def _rewrite_published_tail(db: sqlite3.Connection, run_id: str, **figures: Any) -> None:
+    """The stored report's figure edited, and the two tails that hold its digest recomputed:
+    the run's published link and the ledger log's published entry (nothing chains after
+    either, so both still link up)."""
+    stored = json.loads(db.execute("SELECT report FROM runs WHERE run_id=?",
+                                   (run_id,)).fetchone()[0])
+    stored.update(figures)
+    db.execute("UPDATE runs SET report=? WHERE run_id=?", (json.dumps(stored), run_id))
+    seq, body, prev = db.execute("SELECT seq, body, prev_digest FROM run_events WHERE run_id=? "
+                                 "AND kind='published'", (run_id,)).fetchone()
+    body = json.loads(body)
+    body["report_sha256"] = hashlib.sha256(canonical(stored)).hexdigest()
+    digest = event_digest(prev, run_id, seq, "published", body)
+    db.execute("UPDATE run_events SET body=?, digest=? WHERE run_id=? AND seq=?",
+               (json.dumps(body), digest, run_id, seq))
+    log_seq, log_body, log_prev = db.execute(
+        "SELECT seq, body, prev_digest FROM ledger_log WHERE kind='published' AND run_id=?",
+        (run_id,)).fetchone()
+    log_body = {**json.loads(log_body), "link_digest": digest}
+    log_digest = chain_digest(log_prev, {"seq": log_seq, "kind": "published", "run_id": run_id,
+                                         "body": log_body})
+    db.execute("UPDATE ledger_log SET body=?, digest=? WHERE seq=?",
+               (json.dumps(log_body, sort_keys=True), log_digest, log_seq))
+
+
+@pytest.mark.parametrize("figures", [{"mean": 0.967},
+                                     {"ci95": [0.9, 0.99], "format": "sealbench-report/v2"}],
+                         ids=["mean", "ci95-under-an-older-format"])
+def test_a_stored_report_edited_with_its_published_link_recomputed_is_named(  # type: ignore[no-untyped-def]
+        cli, published, figures) -> None:
+    """Attack: the stored report's figure edited (its format marked older, which a run made
+    by this sealbench never stores) and the published link and ledger log tails recomputed;
+    the chain and the log link up, so only recomputing the figure from the records shows it.
+    `runs` must not print the edited figure, and verify-report names it."""
+    ledger, report, run_id, _, _ = published
+    _rewrite_published_tail(_db(ledger), run_id, **figures)
+    assert Ledger(ledger).chain_problems(run_id) == [] and Ledger(ledger).log_problems() == []
+    listed = cli("runs", "--ledger", ledger)
+    assert listed.exit_code == 0
+    assert "96.7%" not in listed.output and "99.0%" not in listed.output
+    assert "BROKEN" in listed.output
+    result = _verify(cli, report, ledger)
+    assert result.exit_code == 3
+    assert "stored report" in result.stderr and f"'{next(iter(figures))}'" in result.stderr
+    compared = cli("compare", run_id, run_id, "--ledger", ledger)
+    assert compared.exit_code == 3 and "0.967" not in compared.stdout
+    assert "stored report" in compared.stderr
+
+
+def _pass_off_as_v2(db: sqlite3.Connection, run_id: str, **settings: Any) -> None:
+    """A v3 ledger forged into a v2 one with edited settings: the v3 tables dropped, the
+    attempt chain renumbered from 0 and recomputed, the runs row edited, user_version 2. The
+    next opening migrates it, chaining the edited settings as if they were the truth."""
+    db.execute("DROP TABLE run_events")
+    db.execute("DROP TABLE ledger_log")
+    rows = db.execute("SELECT phase, task_id, epoch, record FROM attempts WHERE run_id=? "
+                      "ORDER BY seq", (run_id,)).fetchall()
+    db.execute("DELETE FROM attempts WHERE run_id=?", (run_id,))
+    prev = GENESIS
+    for seq, (phase, task, epoch, record) in enumerate(rows):
+        digest = chain_digest(prev, {"run_id": run_id, "seq": seq, "phase": phase,
+                                     "task_id": task, "epoch": epoch, **json.loads(record)})
+        db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
+                   (run_id, seq, phase, task, epoch, record, prev, digest))
+        prev = digest
+    options = json.loads(db.execute("SELECT options FROM runs WHERE run_id=?",
+                                    (run_id,)).fetchone()[0])
+    db.execute("UPDATE runs SET options=? WHERE run_id=?",
+               (json.dumps({**options, **settings}), run_id))
+    db.execute("PRAGMA user_version=2")
+
+
+def _store_the_forged_report(ledger: Path, run_id: str) -> None:
+    """What the careful forger does next: builds the report the forged settings give (on a
+    scratch copy, which migrates) and stores it in the runs row before the real migration,
+    so the stored report agrees with the records."""
+    scratch = ledger.with_name("scratch.sqlite")
+    with sqlite3.connect(scratch) as copy:
+        _db(ledger).backup(copy)
+    forged = build_report(Ledger(scratch), run_id)
+    _db(ledger).execute("UPDATE runs SET report=? WHERE run_id=?",
+                        (json.dumps(forged, sort_keys=True), run_id))
+
+
+def test_a_v3_ledger_passed_off_as_v2_is_said_by_verify_report(cli, published) -> None:  # type: ignore[no-untyped-def]
+    """Attack: settings edited in a ledger passed off as v2, so migration chains them. A
+    report kept from before names the rewrite; a report rebuilt from the forged ledger
+    verifies (nothing in the ledger can tell), but verify-report says in so many words that
+    the run's settings are chained only since migration, and --protocol names the settings
+    the sealed protocol fixes."""
+    ledger, report, run_id, proto, _ = published
+    _pass_off_as_v2(_db(ledger), run_id, min_n=1, ci_method="wilson")
+    _store_the_forged_report(ledger, run_id)
+    kept = _verify(cli, report, ledger)
+    assert kept.exit_code == 3 and "records.chain_head" in kept.stderr
+    rebuilt = report.with_name("rebuilt.json")
+    made = cli("report", run_id, "--ledger", ledger)
+    assert made.exit_code == 0, made.stderr
+    rebuilt.write_text(made.stdout)
+    result = _verify(cli, rebuilt, ledger)
+    assert result.exit_code == 0
+    assert f"note: run {run_id}: its settings are chained only since the ledger" in result.stdout
+    sealed = _verify(cli, rebuilt, ledger, "--protocol", proto)
+    assert sealed.exit_code == 3 and "min_n 1, the sealed protocol" in sealed.stderr

@@ -7,7 +7,9 @@ gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 import difflib
+import errno
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -70,6 +72,7 @@ from sealbench.report import (
     build_report,
     headline_text,
     network_text,
+    stored_report_problems,
     to_html,
     to_json,
     to_markdown,
@@ -167,18 +170,46 @@ def _errors() -> Iterator[None]:
 def _exit_with(exc: SealbenchError) -> None:
     """One line per problem (a headline first when there are several), then the status."""
     lines = exc.lines()
-    if len(lines) == 1:  # reasons can quote a solver (its refusal): never raw
-        err.print(f"sealbench: {terminal_safe(lines[0])}", markup=False)
+    # reasons can quote a solver (its refusal) and paths can hold a newline: never raw, and
+    # each problem stays on its one line
+    if len(lines) == 1:
+        err.print(f"sealbench: {terminal_safe(lines[0], single_line=True)}", markup=False)
     else:
-        err.print(f"sealbench: {terminal_safe(str(exc) or f'{len(lines)} problems')}",
-                  markup=False)
+        headline = str(exc) or f"{len(lines)} problems"
+        err.print(f"sealbench: {terminal_safe(headline, single_line=True)}", markup=False)
         for line in lines:
-            err.print(f"  {terminal_safe(line)}", markup=False)
+            err.print(f"  {terminal_safe(line, single_line=True)}", markup=False)
     sys.exit(exc.exit_status)
 
 
-@click.group(help="Run coding agents on a sealed benchmark protocol; no success rate until "
-                  "the null pack passes." + EXIT_HELP)
+class _Main(click.Group):
+    """The command group, so that writing the output itself failing (stdout redirected to a
+    full disk) is one line and exit 3 like any other error, wherever the output is written."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # `| head`: click's own handling
+                raise
+            _output_failed(exc)
+
+
+def _output_failed(exc: OSError) -> None:
+    """One line on stderr; stdout pointed at /dev/null first so that Python's flush at exit
+    does not fail again with a second message."""
+    with suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    with suppress(OSError):
+        sys.stderr.write(f"sealbench: cannot write to standard output ({exc.strerror}); "
+                         "free space (or redirect elsewhere) and run the command again\n")
+        sys.stderr.flush()
+    sys.exit(EXIT_REFUSED)
+
+
+@click.group(cls=_Main, help="Run coding agents on a sealed benchmark protocol; no success "
+             "rate until the null pack passes." + EXIT_HELP)
 @click.version_option(__version__, prog_name="sealbench")
 def main() -> None:
     pass
@@ -876,6 +907,11 @@ def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path:
     out.print(f"{report_file}: every figure agrees with {ledger.path} "
               f"(run {data['run_id']}, {data['records']['attempts']} attempts){rescored}\n"
               f"{signature.summary()}", markup=False)
+    if ledger.run(data["run_id"]).migrated:
+        out.print(f"note: run {data['run_id']}: its settings are chained only since the ledger "
+                  "was migrated from v2: an edit made before then (or a ledger passed off as "
+                  "v2) cannot be seen in it; only a report kept or signed before can show it "
+                  "(docs/threat-model.md)", markup=False)
     began = ledger.run(data["run_id"]).options.get("signing_key")
     if not signature.signed and began:  # e.g. recomputed by `report`, or stripped
         out.print(f"note: run {data['run_id']} published a report signed by key {began}; "
@@ -901,7 +937,9 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     """One line of `runs`: the state the chain says; a run whose records are not intact shows
     its first problem instead of any figure."""
-    problems = ledger.integrity(row.run_id)
+    problems = [p.text for p in ledger.integrity(row.run_id)]
+    if not problems and row.report is not None:
+        problems = stored_report_problems(ledger, row.run_id)
     if problems:
         return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
                 "protocol_id": row.protocol_id, "identity": row.identity,
@@ -911,8 +949,8 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
                 "expected": row.options.get("expected"),
                 "interrupted_attempts": len(ledger.interrupted(row.run_id)),
                 "n": None, "mean": None, "ci95": None,
-                "result": "records not intact: " + problems[0].text,
-                "problems": [p.text for p in problems]}
+                "result": "records not intact: " + problems[0],
+                "problems": problems}
     result = headline_text(row.report) if row.report else (row.reason or "")
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,

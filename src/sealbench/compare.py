@@ -19,7 +19,7 @@ from typing import Any
 
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger, RunRow, refuse_trial
-from sealbench.report import gate_section, task_scores
+from sealbench.report import gate_section, stored_report_problems, task_scores
 from sealbench.stats import (
     PairedComparison,
     cluster_labels,
@@ -138,6 +138,11 @@ def _check_published(ledger: Ledger, run: RunRow) -> None:
         why = f": {run.reason}" if run.reason else ""
         raise Refused(f"cannot compare run {run.run_id}: it was not published "
                       f"(state '{run.state}'{why})")
+    # the figures shown are the stored report's: edited with its published link recomputed,
+    # only recomputing them from the records shows it
+    stored = stored_report_problems(ledger, run.run_id)
+    if stored:
+        raise Refused(f"cannot compare run {run.run_id}: {stored[0]}", stored)
 
 
 # what a run's figure depends on besides the agent: a difference in any of them would be read

@@ -275,7 +275,21 @@ class Ledger:
             raise BadInput(f"{self.path}: ledger schema v{version} is newer than this sealbench "
                            f"(v{SCHEMA_VERSION}); upgrade sealbench")
         if version < SCHEMA_VERSION:  # 0 never gets here: _connect refuses it (not a ledger)
+            self._refuse_a_lowered_version(version)
             self._upgrade(version)
+
+    def _refuse_a_lowered_version(self, version: int) -> None:
+        """A ledger holding v3 links was written by v3 whatever its version number says (a
+        migration is one transaction): migrating it again would give every run a second
+        header and break it for good, and would chain settings edited meanwhile."""
+        tables = {r[0] for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        held = any(self.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+                   for table in ("run_events", "ledger_log") if table in tables)
+        if held:
+            raise Refused(f"{self.path}: its schema version says v{version}, but it holds v3 "
+                          "links: the version number was lowered (edited or restored from "
+                          "elsewhere); refused, nothing written")
 
     def _upgrade(self, version: int) -> None:
         """v1/v2 -> v3 in one transaction: a crash leaves the old ledger as it was."""

@@ -554,15 +554,49 @@ def verify_report(report: dict[str, Any], ledger: Ledger,
                         f"the run's chain in the ledger ends at {str(chain)[:16]}: its records "
                         "were rewritten and the chain recomputed, or the report is not from "
                         "this ledger")
-    for key in sorted(given.keys() | fresh.keys()):
-        if key in LOCATION_FIELDS or key == "sealbench_version" or key.startswith("versions.") \
-                or key == "records.chain_head" \
-                or key.partition(".")[0] == "signature":  # checked by signing.check_signature
-            continue
-        if given.get(key) != fresh.get(key):
-            problems.append(f"figure '{key}': the report says {given.get(key)!r}, the ledger "
-                            f"gives {fresh.get(key)!r}")
+    problems += [f"figure '{key}': the report says {mine!r}, the ledger gives {theirs!r}"
+                 for key, mine, theirs in _figure_differences(given, fresh)]
+    problems += stored_report_problems(ledger, run_id, recomputed)
     return problems
+
+
+def _figure_differences(given: dict[str, Any],
+                        fresh: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, given, fresh) for each flattened figure that differs, leaving out what may
+    differ between honest copies: locations, versions, the chain head (checked on its own)
+    and the signature block (signing.check_signature)."""
+    return [(key, given.get(key), fresh.get(key)) for key in sorted(given.keys() | fresh.keys())
+            if not (key in LOCATION_FIELDS or key == "sealbench_version"
+                    or key.startswith("versions.") or key == "records.chain_head"
+                    or key.partition(".")[0] == "signature")
+            and given.get(key) != fresh.get(key)]
+
+
+def stored_report_problems(ledger: Ledger, run_id: str,
+                           recomputed: dict[str, Any] | None = None) -> list[str]:
+    """The ledger's stored copy of a run's report (the figure `runs` lists) against the figures
+    its records give now. Its digest is held only by the published link and the ledger log's
+    published entry, both tails nothing chains after, so an operator can edit the copy and
+    recompute both; only recomputing the figures shows it. The stored report of a run migrated
+    from an older ledger (an older format) is checked on n and mean only; a run made by this
+    sealbench is checked on every figure, whatever format its stored copy claims."""
+    run = ledger.run(run_id)
+    stored = run.report
+    if stored is None:
+        return []
+    if recomputed is None:
+        try:
+            recomputed = build_report(ledger, run_id)
+        except NotPublishable as exc:
+            return [f"the ledger's stored report (listed by `runs`) has no support in its "
+                    f"records: {exc}"]
+    given, fresh = _flatten(stored), _flatten(recomputed)
+    if run.migrated and stored.get("format") != REPORT_FORMAT:
+        given = {k: v for k, v in given.items() if k in ("n", "mean")}
+        fresh = {k: v for k, v in fresh.items() if k in given}
+    return [f"the ledger's stored report (listed by `runs`) disagrees with its records: figure "
+            f"'{key}' is {mine!r} there, the records give {theirs!r}"
+            for key, mine, theirs in _figure_differences(given, fresh)]
 
 
 def _artifact_problems(ledger: Ledger, run_id: str) -> list[str]:
