@@ -14,7 +14,7 @@ import pytest
 from toy import make_protocol, write_solver
 
 from sealbench.egress import Connection, EgressLog
-from sealbench.errors import BadInput
+from sealbench.errors import BadInput, Refused
 from sealbench.executor import (
     AttemptSpec,
     LocalExecutor,
@@ -153,3 +153,19 @@ def test_executor_ray_without_the_extra_is_one_line_exit_2(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert Ledger(ledger).runs() == []
+
+
+def test_an_open_network_protocol_is_refused_under_ray_before_anything_runs(
+        tmp_path: Path) -> None:
+    """A solver on the host's network could reach the cluster's unauthenticated services,
+    which hold the shipped oracles: refused, nothing recorded, no cluster contacted."""
+    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
+    text = (proto / "protocol.yaml").read_text()
+    (proto / "protocol.yaml").write_text(
+        text.replace("  max_files_touched: 3\n", "  max_files_touched: 3\n  network: open\n"))
+    ledger = Ledger(tmp_path / "l.sqlite")
+    seal(proto, ledger=ledger, check_instrument=False)
+    with pytest.raises(Refused, match=r"budget\.network is 'open'.*--executor local"):
+        run(proto, write_solver(tmp_path / "agent"), ledger=ledger,
+            options=RunOptions(executor="ray", ray_address="127.0.0.1:1"))
+    assert ledger.runs() == []

@@ -35,6 +35,7 @@ from sealbench.example import init, solver_command
 from sealbench.executor import RunInputs, RunSettings, open_harness, sealed_bytes
 from sealbench.ledger import Ledger
 from sealbench.ray_executor import (
+    RayExecutor,
     _build_node_run,
     _close_node_run,
     node_sandbox_problem,
@@ -215,9 +216,18 @@ def test_the_hostile_suite_passes_unchanged_under_ray(
     through the Ray executor (their RunOptions default to `executor="ray"`)."""
     monkeypatch.setattr(test_hostile, "RunOptions", functools.partial(RunOptions,
                                                                       executor="ray"))
+    tries: list[str] = []
+    real_try = RayExecutor._try
+
+    def counted(self: RayExecutor, box: Any, digest: str, spec: Any, abort: Any) -> Any:
+        tries.append(spec.task_id)
+        return real_try(self, box, digest, spec, abort)
+
+    monkeypatch.setattr(RayExecutor, "_try", counted)  # counts; the real try still runs
     arguments = {"base": base, "tmp_path": tmp_path}
     names = hostile.__code__.co_varnames[:hostile.__code__.co_argcount]
     hostile(**{name: arguments[name] for name in names})
+    assert "toy-001" in tries  # the hostile attempt really went through the cluster
 
 
 # --------------------------------------------------------------------------- node side

@@ -84,6 +84,14 @@ _RUNS: dict[str, _NodeRun] = {}  # per worker process, by the inputs' digest
 _RUNS_LOCK = threading.Lock()
 
 
+@atexit.register
+def _close_all() -> None:
+    """A worker that exits normally leaves no scratch behind (a killed one's is swept by the
+    next harness on the node: its pid is dead)."""
+    for digest in list(_RUNS):
+        _close_node_run(_RUNS.pop(digest))
+
+
 def materialise(sealed: SealedBytes, root: Path) -> None:
     """Write the shipped protocol under `root`: every manifest file with its mode (symlinks
     as symlinks), the sealed spec and the lock. Nothing here is trusted: verify() reads it
@@ -125,9 +133,12 @@ def _node_run(inputs_ref: Any, digest: str) -> _NodeRun:
         problem = node_sandbox_problem(inputs)
         if problem is not None:
             raise InfrastructureError(problem)
+        # a worker runs one task at a time: an earlier run's harness (scratch, metric
+        # processes) is closed now rather than kept for the worker's lifetime
+        for old in list(_RUNS):
+            _close_node_run(_RUNS.pop(old))
         cached = _build_node_run(inputs)
         _RUNS[digest] = cached
-        atexit.register(_close_node_run, cached)
         return cached
 
 

@@ -509,6 +509,10 @@ class Run:
         # chosen now (an unknown name, or Ray not installed, is bad input before any record);
         # it connects only when the run starts
         self.executor = executor_named(options.executor, ray_address=options.ray_address)
+        if self.executor.name == "ray" and spec.budget.network == "open":
+            raise Refused(f"{sealed.protocol.path.name}: budget.network is 'open', so a solver "
+                          "could reach the Ray cluster's services, which hold the run's "
+                          "oracles; run it with --executor local (docs/scale.md)")
         self.run_id = run_id or new_run_id()
         self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
         self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
