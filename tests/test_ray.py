@@ -38,6 +38,7 @@ from sealbench.ray_executor import (
     RayExecutor,
     _build_node_run,
     _close_node_run,
+    gcs_unreachable,
     node_sandbox_problem,
     ray_failure,
     with_driver_env,
@@ -305,3 +306,27 @@ def test_the_solver_gets_the_drivers_values_not_the_nodes(
     assert shipped.solver.host_env is not None
     assert dict(shipped.solver.host_env)["SEALBENCH_TEST_KEY"] == "driver-value"
     assert "HOME" not in dict(shipped.solver.host_env)  # only BASE_ENV and the given names
+
+
+@pytest.mark.parametrize(("address", "unreachable"), [
+    (None, False), ("auto", False), ("ray://head:10001", False),
+    ("127.0.0.1:1", True), ("nohost", True), (":6379", True), ("127.0.0.1:port", True),
+])
+def test_a_dead_cluster_address_is_told_at_once(address: str | None,
+                                                unreachable: bool) -> None:
+    """Ray's own connection to a dead HOST:PORT retries for minutes, logging each try."""
+    assert (gcs_unreachable(address, timeout=2.0) is not None) == unreachable
+
+
+def test_a_run_at_a_dead_cluster_address_is_refused_in_one_line(tmp_path: Path) -> None:
+    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
+    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
+                               "--executor", "ray", "--ray-address", "127.0.0.1:1",
+                               "--ledger", ledger_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "no Ray cluster answers there" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert Ledger(ledger_path).runs() == []

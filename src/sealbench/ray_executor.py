@@ -208,6 +208,11 @@ class RayExecutor:
             return self  # the caller (a test, a notebook) connected already
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
                                  "include_dashboard": False, "configure_logging": True}
+        unreachable = gcs_unreachable(self.address)
+        if unreachable is not None:
+            raise Refused(f"--ray-address {self.address}: no Ray cluster answers there "
+                          f"({unreachable}); start one with `ray start --head` or give its "
+                          "address (docs/scale.md)")
         try:
             if self.address is None:
                 ray.init(object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
@@ -264,6 +269,22 @@ class RayExecutor:
         if isinstance(result, HungMetric):
             raise MetricHung(result.module, result.task_id, result.timeout)
         return result
+
+
+def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
+    """Why nothing listens at a HOST:PORT cluster address, or None (also for `auto`, a
+    `ray://` address, or none: Ray itself answers those at once). Ray's own connection
+    attempt to a dead address retries for minutes and logs every try to stderr."""
+    if address is None or address == "auto" or "://" in address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return "not HOST:PORT"
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def ray_failure(exc: BaseException) -> str:
