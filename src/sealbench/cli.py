@@ -419,6 +419,12 @@ def _print_result(result: RunResult) -> None:
               "e.g. \"bash ./solve.sh\"; the reference solvers are rulebook, do-nothing and "
               "gullible (give the name alone).")
 @click.option("--jobs", default=1, show_default=True, help="Attempts run in parallel.")
+@click.option("--executor", default="local", show_default=True, metavar="local|ray",
+              help="Where attempts run: this machine's threads, or a Ray cluster (needs "
+                   "sealbench[ray]; docs/scale.md). A resume may use another one.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="With --executor ray: the cluster to join (e.g. auto, or HOST:6379); "
+                   "default: start a local Ray instance.")
 @click.option("--timeout-scale", default=1.0, show_default=True,
               help="Multiply budget.timeout_sec (slow machines); recorded in the ledger.")
 @click.option("--epochs", default=1, show_default=True, help="Attempts per dataset task.")
@@ -463,7 +469,8 @@ def _print_result(result: RunResult) -> None:
 @sign_option("the published report (report.json; report.md and .html show the key)")
 @find_links_option
 @ledger_option
-def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
+def run(directory: Path, solver: str, jobs: int, executor: str, ray_address: str | None,
+        timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, force: bool,
         run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
@@ -484,7 +491,7 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
                          hide=hidden, expose=expose, find_links=find_links, env=env,
                          home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit,
-                         signer=signer)
+                         signer=signer, executor=executor, ray_address=ray_address)
     control = RunControl()
     result: RunResult | TrialResult
     if force and resume_id is None:

@@ -17,7 +17,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from sealbench.environment import (
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.metric import Grader, MetricHung, MetricRunner
+from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
@@ -333,18 +332,17 @@ class Harness:
     def attempt(self, task: Task, solver: Solver, epoch: int = 0) -> Finished:
         """One attempt, retried only when the harness (not the solver) failed, after a
         growing pause (see RETRY_BACKOFF_SEC); a user's abort cuts the pause short."""
-        last = ""
         label = self.attempt_id(task, epoch)
-        for retry in range(INFRA_RETRIES + 1):
-            if retry and self.context.abort.wait(backoff(retry - 1)):
-                return Interrupted(task.id)
-            try:
-                return run_attempt(task, solver, self.context, attempt_id=label)
-            except AttemptInterrupted:
-                return Interrupted(task.id)
-            except InfrastructureError as exc:
-                last = str(exc)
-        return InfraFailure(task.id, last, INFRA_RETRIES + 1)
+        return retried(task.id, self.context.abort,
+                       lambda: self.attempt_once(task, solver, label))
+
+    def attempt_once(self, task: Task, solver: Solver, label: str) -> Finished:
+        """One try of an attempt: its result, or Interrupted when the user killed it; raises
+        InfrastructureError when the harness failed (the caller retries) and MetricHung."""
+        try:
+            return run_attempt(task, solver, self.context, attempt_id=label)
+        except AttemptInterrupted:
+            return Interrupted(task.id)
 
     def run_all(
         self,
@@ -356,33 +354,26 @@ class Harness:
         on_started: Callable[[Task, int], None] = lambda _t, _e: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Run (task, epoch) jobs on `workers` threads. Starts and results are handed back on
-        this thread, so the ledger is written by one thread, in completion order; once
-        should_stop() is true no new job starts and the running ones finish."""
-        pending = iter(jobs)
-        running: dict[Future[Finished], tuple[Task, int]] = {}
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        """Run (task, epoch) jobs on `workers` threads of this machine (the local executor's
+        loop, sealbench.executor.drive: starts and results come back on this thread)."""
+        from sealbench.executor import drive
 
-            def fill() -> None:
-                while len(running) < max(1, workers) and not should_stop():
-                    job = next(pending, None)
-                    if job is None:
-                        return
-                    on_started(*job)
-                    running[pool.submit(self.attempt, job[0], solver, job[1])] = job
+        drive(jobs, workers, lambda task, epoch: self.attempt(task, solver, epoch),
+              on_finished, abort=self._abort, on_started=on_started,
+              should_stop=should_stop)
 
-            fill()
-            while running:
-                # a timeout keeps the main thread responsive to signals (Ctrl-C)
-                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    task, epoch = running.pop(future)
-                    try:
-                        result = future.result()
-                    except MetricHung:
-                        # the instrument broke: the attempts still running end now (killed,
-                        # never recorded) and the caller stops
-                        self._abort.set()
-                        raise
-                    on_finished(task, epoch, result)
-                fill()
+
+def retried(task_id: str, abort: threading.Event, once: Callable[[], Finished]) -> Finished:
+    """Call `once` until it returns, at most INFRA_RETRIES + 1 times: an InfrastructureError
+    is the harness's failure and is tried again after a growing pause, then becomes an
+    InfraFailure (never scored). The same rule on every executor: a lost Ray node is one
+    more InfrastructureError. A user's abort cuts a pause short (Interrupted)."""
+    last = ""
+    for retry in range(INFRA_RETRIES + 1):
+        if retry and abort.wait(backoff(retry - 1)):
+            return Interrupted(task_id)
+        try:
+            return once()
+        except InfrastructureError as exc:
+            last = str(exc)
+    return InfraFailure(task_id, last, INFRA_RETRIES + 1)

@@ -160,9 +160,13 @@ class CommandSolver:
     name: str = "command"
     visible: tuple[Path, ...] = ()  # the solver's own files, bound read-only into the sandbox
     env_names: tuple[str, ...] = ()  # host variables passed through (`run --env`, solver.env)
+    # the host's values to read instead of this process's environment: a Ray worker gets the
+    # driver's (BASE_ENV and env_names only; docs/scale.md), never the worker node's own
+    host_env: tuple[tuple[str, str], ...] | None = None
 
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
-        env = solver_environment(os.environ, self.env_names, ws)
+        host = os.environ if self.host_env is None else dict(self.host_env)
+        env = solver_environment(host, self.env_names, ws)
         env, runtime = sandbox_view(ctx.environment, env, self.visible)
         mounts = Mounts(
             workspace=ws.root,
