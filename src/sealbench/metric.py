@@ -138,15 +138,18 @@ class _Worker:
         argv = confine([sys.executable, "-I", "-c", WORKER, path, str(interface)])
         if self.cage is not None:
             argv = [*self.cage.prefix(), *argv]
-        with log.open("ab") as err, \
-                self.cage.spawning() if self.cage is not None else contextlib.nullcontext():
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
-                     "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
-                start_new_session=True,
-            )
+        with log.open("ab") as err:
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    argv, cwd=cwd,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                    env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
+                         "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
+                    start_new_session=True,
+                )
+
+            self.proc = self.cage.spawn(start) if self.cage is not None else start()
         self._buffer = b""
         self.send(str(len(code)).encode() + b"\n" + code)
 
