@@ -12,7 +12,8 @@ task), on the same machine, in interleaved rounds:
 
 Printed: medians of both, their ratio (target <= 3x), and the ratio again with
 `sealbench --version` (interpreter and import start-up, which the startup part of issue 13
-works on) taken off sealbench's side. Usage: python bench/bench_seed.py [rounds]
+works on) taken off sealbench's side. Usage: python bench/bench_seed.py [rounds] [jobs]
+(jobs: sealbench's --jobs, default 1 as the CLI's; the seed's runner is sequential).
 """
 
 from __future__ import annotations
@@ -141,9 +142,9 @@ def prepare(tmp: Path) -> tuple[Path, Path]:
     return proto, agent
 
 
-def time_sealbench(proto: Path, agent: Path, ledger: Path) -> float:
+def time_sealbench(proto: Path, agent: Path, ledger: Path, jobs: int) -> float:
     argv = [SEALBENCH, "run", str(proto), "--solver", "bash ./solve.sh", "--ledger",
-            str(ledger), "--quiet"]
+            str(ledger), "--quiet", "--jobs", str(jobs)]
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=agent, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
@@ -175,6 +176,7 @@ def time_version() -> float:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     tmp = Path(tempfile.mkdtemp(prefix="sealbench-bench-seed-"))
     try:
         proto, agent = prepare(tmp)
@@ -182,16 +184,17 @@ def main() -> None:
         seed: list[float] = []
         version: list[float] = []
         for number in range(rounds):
-            ours.append(time_sealbench(proto, agent, tmp / f"run-{number}" / "ledger.sqlite"))
+            ours.append(time_sealbench(proto, agent, tmp / f"run-{number}" / "ledger.sqlite",
+                                       jobs))
             seed.append(time_seed(proto))
             version.append(time_version())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     o, s, v = statistics.median(ours), statistics.median(seed), statistics.median(version)
     print(f"seed protocol (40 tasks + 5 controls), {rounds} interleaved rounds, "
-          f"{os.cpu_count()} cores; medians:")
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; medians:")
     print(f"seed's unsandboxed run_protocol.py: {s:6.2f} s")
-    print(f"sealbench run (sandbox {'bwrap' if shutil.which('bwrap') else 'none'}): "
+    print(f"sealbench run --jobs {jobs} (sandbox {'bwrap' if shutil.which('bwrap') else 'none'}): "
           f"{o:6.2f} s -> ratio {o / s:.2f}x (target <= 3x)")
     print(f"sealbench --version:                {v:6.2f} s -> without it {o - v:5.2f} s, "
           f"ratio {(o - v) / s:.2f}x")

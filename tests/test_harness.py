@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from sealbench.harness import (
     scratch_root,
 )
 from sealbench.ledger import Ledger
-from sealbench.sandbox import detect
+from sealbench.sandbox import command_files, detect
 from sealbench.sealing import Lock, seal
 from sealbench.solver import AttemptResult, CommandSolver, DoNothingSolver, OracleSolver
 
@@ -177,3 +179,47 @@ def test_a_harness_without_sealbench_scratch_works_in_memory(
         assert isinstance(oracle, AttemptResult) and oracle.outcome == "pass"
         assert isinstance(nothing, AttemptResult) and nothing.outcome == "fail"
     assert not harness.scratch.exists()
+
+
+LOOK_AROUND = """
+import os, sys
+seen = []
+for top, dirs, files in os.walk("/dev/shm"):
+    seen += [os.path.join(top, n) for n in dirs + files]
+print("\\n".join(seen))
+"""
+
+
+def test_on_the_memory_scratch_the_solver_sees_only_its_own_attempt(
+        tmp_path: Path, no_scratch_env: pytest.MonkeyPatch) -> None:
+    """With the default scratch in the host's /dev/shm, the solver's /dev/shm is still its
+    own empty tmpfs: only the path down to its own workspace, side files and HOME is there —
+    no other file of the host's /dev/shm, not the run's object store or oracles."""
+    shm = _shm_or_skip()
+    if memory_scratch_room(shm) < MEMORY_SCRATCH_MIN_FREE:
+        pytest.skip("/dev/shm has less room than the default asks for")
+    decoy = Path(tempfile.mkdtemp(prefix="sealbench-decoy-", dir=shm))
+    (decoy / "secret.txt").write_text("host data")
+    script = tmp_path / "look.py"
+    script.write_text(LOOK_AROUND)
+    try:
+        harness = _harness(tmp_path)
+        with harness:
+            task = harness.protocol.dataset[0]
+            argv = (sys.executable, str(script))
+            result = harness.attempt(task, CommandSolver(argv, visible=command_files(argv)))
+            assert isinstance(result, AttemptResult), result
+            seen = set(result.stdout.decode().split())
+            run_dir = harness.scratch
+            attempt = next(Path(p) for p in seen if Path(p).parent == run_dir)
+            assert attempt.name.startswith("attempt-")
+            allowed = {str(run_dir), str(attempt)}
+            for part in ("workspace", "side", "home"):
+                allowed.add(str(attempt / part))
+            strays = {p for p in seen if p not in allowed
+                      and not p.startswith(f"{attempt}/workspace/")
+                      and not p.startswith(f"{attempt}/side/")}
+            assert strays == set(), strays
+            assert not any("decoy" in p or "objects.git" in p or "oracles" in p for p in seen)
+    finally:
+        shutil.rmtree(decoy, ignore_errors=True)

@@ -137,3 +137,32 @@ def test_running_out_of_memory_in_a_cage_kills_the_attempt_never_the_harness(
     alive.set()  # still here
     assert alive.is_set()
     pool.release(cage)
+
+
+def test_a_held_cage_goes_back_to_the_pool_only_when_the_hold_ends(pool: CagePool) -> None:
+    """run_attempt holds the cages it released until its workspace (memory charged to the
+    cage on a tmpfs scratch) is removed: no other attempt may get one before."""
+    with pool.holding():
+        first = pool.acquire(16)
+        assert first is not None
+        pool.release(first)
+        second = pool.acquire(16)  # not `first`: it is held
+        assert second is not None and second.path != first.path
+        with pool.holding():  # a nested hold hands its cages to the outer one
+            pool.release(second)
+        third = pool.acquire(16)
+        assert third is not None and third.path not in (first.path, second.path)
+        pool.release(third)
+    again = {c.path for c in (pool.acquire(16), pool.acquire(16), pool.acquire(16)) if c}
+    assert again == {first.path, second.path, third.path}
+
+
+def test_a_cage_released_on_another_thread_is_not_held(pool: CagePool) -> None:
+    cage = pool.acquire(16)
+    assert cage is not None
+    with pool.holding():
+        other = threading.Thread(target=pool.release, args=(cage,))
+        other.start()
+        other.join()
+        reused = pool.acquire(16)
+    assert reused is not None and reused.path == cage.path

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -345,6 +345,11 @@ class Resident:
         finally:
             _step_out(tid, inside)
 
+    @property
+    def failed(self) -> bool:
+        """The thread could not enter the cage: the cage is no use (release removes it)."""
+        return self._failed is not None
+
     def stop(self) -> None:
         """Leave the cage and end the thread (before the cage is removed)."""
         with self._lock:
@@ -653,6 +658,7 @@ class CagePool:
         self._lock = threading.Lock()
         self._count = 0
         self._limits: dict[Path, int] = {}  # memory limit each cage has now: writing costs
+        self._held = threading.local()  # per thread: cages released inside holding()
 
     def acquire(self, max_pids: int, max_memory: int | None = None) -> ProcessCage | None:
         """A cage limited to max_pids processes and (where a memory cgroup exists)
@@ -678,12 +684,42 @@ class CagePool:
         return cage
 
     def release(self, cage: ProcessCage) -> None:
+        """Empty the cage (kill_all) and give it back; inside holding() on this thread it goes
+        back only when the hold ends. A cage that cannot be emptied is removed."""
         cage.kill_all()
-        if cage.pids():
+        if cage.pids() or cage.resident.failed:
             cage.remove()
+            return
+        held: list[ProcessCage] | None = getattr(self._held, "cages", None)
+        if held is not None:
+            held.append(cage)
             return
         with self._lock:
             self._free.append(cage)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Cages this thread releases meanwhile go back to the pool only when the hold ends.
+
+        Why: what an attempt writes into its workspace on a tmpfs scratch (the default) is
+        memory charged to its cage's memory cgroup until the harness removes the workspace,
+        after judging it. A cage handed to the next attempt before that would give it the
+        last one's files as a head start on its memory limit (an out-of-memory `violation`
+        that is not its own). run_attempt holds the cages it used until its workspace is gone.
+        """
+        outer: list[ProcessCage] | None = getattr(self._held, "cages", None)
+        held: list[ProcessCage] = []
+        self._held.cages = held
+        try:
+            yield
+        finally:
+            self._held.cages = outer
+            for cage in held:
+                if outer is not None:
+                    outer.append(cage)
+                    continue
+                with self._lock:
+                    self._free.append(cage)
 
     def close(self) -> None:
         with self._lock:
