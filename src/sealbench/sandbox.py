@@ -401,11 +401,11 @@ class ProcessCage:
             return []
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
 
-    @property
+    @functools.cached_property
     def thread_attach(self) -> bool:
         """cgroup v1 places threads one by one (a `tasks` file): a harness thread can live in
         the cage and fork there (Resident), which saves a shell and a cgroup move per
-        attempt."""
+        attempt. Looked at once: a cgroup's hierarchy does not change under it."""
         return (self.path / "tasks").exists()
 
     def hierarchies(self) -> list[tuple[Path, tuple[Path, ...], str]]:
@@ -442,14 +442,19 @@ class ProcessCage:
                 continue
         raise InfrastructureError(f"cannot set the memory limit in {self.memory}")
 
+    @functools.cached_property
+    def _oom_file(self) -> Path:
+        """Where the cage's OOM kills are counted (v1, else v2), looked at once per cage."""
+        assert self.memory is not None
+        v1 = self.memory / "memory.oom_control"
+        return v1 if v1.exists() else self.memory / "memory.events"
+
     def oom_kills(self) -> int:
         """How many processes the kernel has killed in this cage for want of memory, ever."""
         if self.memory is None:
             return 0
-        name = "memory.oom_control" if (self.memory / "memory.oom_control").exists() \
-            else "memory.events"
         try:
-            for line in (self.memory / name).read_text().splitlines():
+            for line in self._oom_file.read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     return int(value)
@@ -467,15 +472,16 @@ class ProcessCage:
         except OSError:
             return []
 
-    def kill_all(self, deadline_sec: float = 5.0) -> None:
-        """SIGKILL everything in the cgroup until it is empty (new forks included)."""
+    def kill_all(self, deadline_sec: float = 5.0) -> bool:
+        """SIGKILL everything in the cgroup until it is empty (new forks included); True when
+        it is, False when processes were still there at the deadline."""
         end = time.monotonic() + deadline_sec
         kill_file = self.path / "cgroup.kill"
         pause = 0.0005
         while time.monotonic() < end:
             pids = self.pids()
             if not pids:
-                return
+                return True
             if kill_file.exists():
                 with contextlib.suppress(OSError):
                     kill_file.write_text("1")
@@ -484,6 +490,7 @@ class ProcessCage:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(pause)  # exiting processes leave the list within a millisecond or so
             pause = min(pause * 2, 0.02)
+        return not self.pids()
 
     def remove(self) -> None:
         self.resident.stop()
@@ -686,8 +693,7 @@ class CagePool:
     def release(self, cage: ProcessCage) -> None:
         """Empty the cage (kill_all) and give it back; inside holding() on this thread it goes
         back only when the hold ends. A cage that cannot be emptied is removed."""
-        cage.kill_all()
-        if cage.pids() or cage.resident.failed:
+        if not cage.kill_all() or cage.resident.failed:
             cage.remove()
             return
         held: list[ProcessCage] | None = getattr(self._held, "cages", None)
