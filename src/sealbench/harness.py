@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -58,20 +59,74 @@ def backoff(retry: int) -> float:
     return RETRY_BACKOFF_SEC[min(retry, len(RETRY_BACKOFF_SEC) - 1)]
 
 
-def scratch_root() -> Path:
-    """Where workspaces are laid out: `$SEALBENCH_SCRATCH`, else the system temp dir.
+# The default scratch when it is a tmpfs with room (docs/running.md#scratch): workspaces in
+# memory. Writing and removing a fixture's files and directories is a handful of metadata
+# operations per file, each a journal transaction on a disk file system that other
+# processes keep busy — several times the cost of the sandbox itself (bench/bench_overhead.py).
+MEMORY_SCRATCH = Path("/dev/shm")
+# what the tmpfs must have free to be chosen: room for several workspaces at their budget
+# (`budget.max_workspace_bytes` × --jobs is the operator's to provide; see docs/running.md)
+MEMORY_SCRATCH_MIN_FREE = 1 << 30
+MOUNTS = Path("/proc/self/mounts")
 
-    A tmpfs (e.g. /dev/shm) makes attempts cheaper — writing and deleting a fixture is most
-    of the harness's own cost — at the price of workspaces living in memory. A scratch root
-    that is not a directory is the user's input error, said in one line.
+
+def scratch_root(min_free: int = MEMORY_SCRATCH_MIN_FREE) -> Path:
+    """Where workspaces are laid out: `$SEALBENCH_SCRATCH` when set; else /dev/shm when it is
+    a writable tmpfs with at least min_free bytes free; else the system temp dir.
+
+    A scratch root that is not a directory is the user's input error, said in one line.
     """
     named = os.environ.get("SEALBENCH_SCRATCH")
-    root = Path(named or tempfile.gettempdir())
+    if named:
+        root = Path(named)
+        if not root.is_dir():
+            raise BadInput(f"SEALBENCH_SCRATCH {root}: not an existing directory; create it "
+                           "or point SEALBENCH_SCRATCH at one")
+        return root
+    if memory_scratch_room(MEMORY_SCRATCH) >= min_free:
+        return MEMORY_SCRATCH
+    root = Path(tempfile.gettempdir())
     if not root.is_dir():
-        source = "SEALBENCH_SCRATCH" if named else "the system temporary directory"
-        raise BadInput(f"{source} {root}: not an existing directory; create it or point "
-                       "SEALBENCH_SCRATCH at one")
+        raise BadInput(f"the system temporary directory {root}: not an existing directory; "
+                       "create it or point SEALBENCH_SCRATCH at one")
     return root
+
+
+def memory_scratch_room(path: Path) -> int:
+    """Bytes free for us on path when it is a directory this process may write in and the
+    mount it lies on is a tmpfs; 0 otherwise (then it is not used as the default scratch)."""
+    try:
+        if not (path.is_dir() and os.access(path, os.W_OK | os.X_OK)):
+            return 0
+        mounts = MOUNTS.read_text(encoding="utf-8", errors="replace")
+        if mount_type(path.resolve(), mounts) != "tmpfs":
+            return 0
+        info = os.statvfs(path)
+    except OSError:
+        return 0
+    return info.f_bavail * info.f_frsize
+
+
+def mount_type(path: Path, mounts: str) -> str | None:
+    """The file system type of the mount `path` (absolute, resolved) lies on, from the text
+    of /proc/self/mounts (the last of several mounts on one point is the visible one), or
+    None when no mount covers it. Mount points there escape spaces and such as octal."""
+    best: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(_unescape_mount(fields[1]))
+        if path == point or path.is_relative_to(point):
+            depth = len(point.parts)
+            if best is None or depth >= best[0]:
+                best = (depth, fields[2])
+    return None if best is None else best[1]
+
+
+def _unescape_mount(field: str) -> str:
+    """A mount point as /proc/self/mounts writes it, with its \\ooo escapes undone."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def sweep_stale_scratch(root: Path) -> None:
@@ -155,7 +210,8 @@ class Harness:
         self.environment = self._environment(environment, find_links)
         # what the solver is told its attempt is called (default: the task id itself)
         self.attempt_id = attempt_id or (lambda task, _epoch: task.id)
-        root = scratch or scratch_root()
+        root = scratch or scratch_root(max(MEMORY_SCRATCH_MIN_FREE,
+                                           protocol.spec.budget.max_workspace_bytes or 0))
         sweep_stale_scratch(root)
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
                                              dir=root))

@@ -57,7 +57,7 @@ from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
 from sealbench.signing import SigningKey, check_not_a_key, sign_report
 from sealbench.solver import AttemptResult, CommandSolver
-from sealbench.stats import derive_seed
+from sealbench.stats import derive_seed, prefetch_scipy_stats
 from sealbench.verifier import VerifierRun
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -574,7 +574,8 @@ class Run:
                                     env_names=tuple(self.env_names))
 
     def start(self) -> RunResult:
-        """A new run: record it, then go."""
+        """A new run: record it, then go (the report's statistics imported meanwhile)."""
+        prefetch_scipy_stats()
         self._begin("running")
         return self._publish()
 
@@ -609,6 +610,7 @@ class Run:
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
+        prefetch_scipy_stats()
         self._go(None)
         return self._publish()
 

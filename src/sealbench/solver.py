@@ -7,6 +7,7 @@ makes the instrument check at seal time mean something about real runs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -271,6 +272,14 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
     `violation`, never an infrastructure error. A full disk (ENOSPC, EDQUOT) is the solver's
     when its workspace is over its own budget, the harness's otherwise.
     """
+    with ctx.cages.holding() if ctx.cages is not None else contextlib.nullcontext():
+        return _attempt(task, solver, ctx, attempt_id)
+
+
+def _attempt(task: Task, solver: Solver, ctx: AttemptContext,
+             attempt_id: str | None) -> AttemptResult:
+    """run_attempt's body; the cages it uses go back to the pool only once its workspace is
+    removed (CagePool.holding)."""
     try:
         attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
     except OSError as exc:
