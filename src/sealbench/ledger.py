@@ -612,9 +612,13 @@ class Ledger:
         with self.transaction() as db:
             db.execute("DELETE FROM inflight WHERE run_id=? AND phase=? AND task_id=? AND "
                        "epoch=?", (run_id, phase, task_id, epoch))
+            # `+seq`: ordering by the bare column lets SQLite walk the primary key (run_id,
+            # seq) backwards through every attempt of the run, each time: quadratic over a
+            # run. The task's index finds its one or two records; they are sorted in memory.
             before = db.execute(
                 "SELECT record FROM attempts WHERE run_id=? AND phase=? AND task_id=? AND "
-                "epoch=? ORDER BY seq DESC LIMIT 1", (run_id, phase, task_id, epoch)).fetchone()
+                "epoch=? ORDER BY +seq DESC LIMIT 1", (run_id, phase, task_id, epoch)
+            ).fetchone()
             if before is not None and json.loads(before[0])["outcome"] != "infrastructure_error":
                 raise sqlite3.IntegrityError(f"attempt {phase} {task_id} epoch {epoch} of run "
                                              f"{run_id} is already recorded")
