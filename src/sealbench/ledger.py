@@ -451,11 +451,14 @@ class Ledger:
                                "WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
         return [Link(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
 
-    def links(self, run_id: str) -> list[Link]:
-        """The run's whole chain, in order: events and attempt records merged by seq."""
+    def links(self, run_id: str, attempts: list[AttemptRow] | None = None) -> list[Link]:
+        """The run's whole chain, in order: events and attempt records merged by seq.
+        `attempts`: the run's attempts (self.attempts(run_id)) when the caller has read them
+        already — a report of 100,000 attempts then holds one copy of them, not two."""
+        if attempts is None:
+            attempts = self.attempts(run_id)
         merged = self.events(run_id) + [
-            Link(a.seq, "attempt", a.record, a.prev_digest, a.digest, a)
-            for a in self.attempts(run_id)]
+            Link(a.seq, "attempt", a.record, a.prev_digest, a.digest, a) for a in attempts]
         return sorted(merged, key=lambda link: link.seq)
 
     # ------------------------------------------------------------------ runs

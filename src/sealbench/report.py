@@ -138,7 +138,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     head = published_headline(scores, seed=seed, ci_method=options["ci_method"],
                               strata_fixed=options.get("strata") == "fixed")
     counts = _outcome_counts(dataset)
-    links = covered_links(ledger.links(run_id))
+    links = covered_links(ledger.links(run_id, rows))
     return {
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
