@@ -6,6 +6,10 @@ largest child process (the solver and metric workers are separate, small process
 run stage goes, a progress line every `N/10` attempts (stderr, flushed) says how far it got, so
 a run cut short still leaves a measured figure, never an extrapolated one.
 Usage: python bench/bench_scale.py [N]   (default 2,000; 100,000 takes tens of minutes here)
+       python bench/bench_scale.py N --report-only   the report stage alone, over a ledger of
+       N dataset attempts written straight through Ledger.add_attempt (records of the shape
+       `run` writes for this solver, in a real hash chain), when the run stage cannot be
+       waited for; it says so in its output
 """
 
 from __future__ import annotations
@@ -87,8 +91,59 @@ def progress(started: float, every: int) -> Callable[[str, dict[str, Any]], None
     return on_event
 
 
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of b""
+
+
+def record(i: int) -> dict[str, Any]:
+    """An attempt record as `run` writes it for the do-nothing solver (runner.attempt_record);
+    every third one passes, so the figures are not degenerate."""
+    passed = i % 3 == 0
+    return {"attempt_id": f"attempt-{i:016x}", "cluster": f"c{i % 97}", "detail": "eq",
+            "diff": EMPTY, "duration": 0.02, "files_touched": 0, "forbidden_written": [],
+            "metric": {"metric": "eq", "pass": passed}, "metric_log": EMPTY,
+            "outcome": "pass" if passed else "fail", "returncode": 0, "score": int(passed),
+            "stderr": EMPTY, "stdout": EMPTY, "stratum": f"s{i % 7}", "tests": None}
+
+
+def report_only(n: int) -> None:
+    """The report stage alone over n recorded dataset attempts (and the two controls)."""
+    tmp = Path(tempfile.mkdtemp(prefix="sealbench-bench-scale-"))
+    try:
+        ledger = Ledger(tmp / "ledger.sqlite")
+        options = {"kind": "run", "epochs": 1, "timeout_scale": 1.0, "min_n": 1,
+                   "require_ci": True, "ci_method": "auto", "strata": "descriptive",
+                   "rules": {"NP-PASS": "must_pass", "NP-FAIL": "must_fail"},
+                   "task_ids": "blind", "max_infrastructure_errors": 0,
+                   "expected": {"null_pack": 2, "dataset": n}}
+        ledger.create_run("scale", f"bench.scale.{n}", "sha256:" + "0" * 64, "true", "none",
+                          options)
+        started = time.perf_counter()
+        ledger.add_attempt("scale", "null_pack", "NP-PASS", 0, {**record(0), "outcome": "pass"})
+        ledger.add_attempt("scale", "null_pack", "NP-FAIL", 0, {**record(1), "outcome": "fail"})
+        for i in range(n):
+            ledger.add_attempt("scale", "dataset", f"t{i}", 0, record(i))
+        ledger.finish_run("scale", "finished")
+        written = time.perf_counter() - started
+        print(f"  ledger: {n} attempts recorded in {written:.1f} s ({n / written:.0f}/s), peak "
+              f"{peak_mib():.0f} MiB", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        report = build_report(ledger, "scale")
+        seconds = time.perf_counter() - started
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert report["n"] == n
+    print(f"tasks: {n} (REPORT STAGE ONLY: attempts written through Ledger.add_attempt, no "
+          "solver run)")
+    print(f"recording {n} attempts        {written:8.1f} s  {n / written:8.1f} attempts/s")
+    print(f"report (recomputed)          {seconds:8.1f} s  {n / seconds:8.1f} tasks/s   "
+          f"peak RSS {peak_mib():7.1f} MiB")
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    if "--report-only" in sys.argv[2:]:
+        report_only(n)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="sealbench-bench-scale-"))
     try:
         build(tmp / "proto", n)
