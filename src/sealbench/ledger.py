@@ -172,7 +172,7 @@ class RunRow:
         return self.options.get("kind") == "trial" or self.state in ("trial", "trial-running")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptRow:
     seq: int  # the position of the record in its run's chain
     phase: str
@@ -635,14 +635,19 @@ class Ledger:
         return AttemptRow(seq, phase, task_id, epoch, record, prev, digest)
 
     def attempts(self, run_id: str, phase: str | None = None) -> list[AttemptRow]:
+        return list(self.iter_attempts(run_id, phase))
+
+    def iter_attempts(self, run_id: str, phase: str | None = None) -> Iterator[AttemptRow]:
+        """The run's attempt records in chain order, one at a time from a cursor: a reader
+        that keeps only part of each (a report of 100,000 attempts) never holds them all."""
         query = "SELECT seq, phase, task_id, epoch, record, prev_digest, digest FROM attempts " \
                 "WHERE run_id=?"
         args: tuple[str, ...] = (run_id,)
         if phase is not None:
             query += " AND phase=?"
             args = (run_id, phase)
-        rows = self.db.execute(query + " ORDER BY seq", args).fetchall()
-        return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+        for r in self.db.execute(query + " ORDER BY seq", args):
+            yield AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6])
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         """Attempts recorded per phase, each (task, epoch) once (a re-run infrastructure
