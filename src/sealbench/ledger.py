@@ -643,10 +643,15 @@ class Ledger:
         query = "SELECT seq, phase, task_id, epoch, record, prev_digest, digest FROM attempts " \
                 "WHERE run_id=?"
         args: tuple[str, ...] = (run_id,)
+        order = " ORDER BY seq"
         if phase is not None:
+            # `+seq`: the (run_id, phase, ...) index finds one phase's rows; ordering by the
+            # bare column walks the whole run instead (every dataset attempt, to read the
+            # controls' records after each control — a run's gate check)
             query += " AND phase=?"
             args = (run_id, phase)
-        for r in self.db.execute(query + " ORDER BY seq", args):
+            order = " ORDER BY +seq"
+        for r in self.db.execute(query + order, args):
             yield AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6])
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
