@@ -46,6 +46,7 @@ from sealbench.report import (
     NotPublishable,
     build_report,
     latest_rows,
+    report_rows,
     to_html,
     to_json,
     to_markdown,
@@ -639,7 +640,8 @@ class Run:
         leaves no run behind."""
         spec = self.sealed.protocol.spec
         rules = spec.null_pack.rules.class_of()
-        current = latest_rows(self.ledger.attempts(self.run_id))
+        # a resume of a large run holds what deciding needs, not every whole record
+        current = latest_rows(report_rows(self.ledger, self.run_id))
         # an infrastructure error is not done: a resume runs it again
         done = {(r.phase, r.task_id, r.epoch) for r in current
                 if r.record["outcome"] != "infrastructure_error"}
@@ -1191,7 +1193,7 @@ def resumable_refusal(ledger: Ledger, run_id: str) -> list[AttemptRow] | None:
     the way of publishing (every misbehaving control hit one, nothing else failed); None when
     the refusal stands whatever is re-run."""
     run = ledger.run(run_id)
-    rows = latest_rows(ledger.attempts(run_id))
+    rows = latest_rows(report_rows(ledger, run_id))
     infra = unresolved_infrastructure_errors(rows)
     if not infra:
         return None
