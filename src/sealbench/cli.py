@@ -14,13 +14,13 @@ command loads; bench/bench_startup.py measures the time.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import json
 import os
 import signal
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -61,7 +61,8 @@ EXIT_HELP_RUN = EXIT_HELP[:-1] + ", 130 interrupted (resumable with --resume)."
 
 class _Console:
     """A rich Console made the first time something is printed through it: importing rich
-    takes about as long as the rest of `--help`, which never prints through it."""
+    takes about as long as the rest of `--help`, which never prints through it. Made once,
+    under a lock: a run's first warning can come from an attempt's thread."""
 
     def __init__(self, *, stderr: bool = False, soft_wrap: bool = False,
                  tables: bool = False) -> None:
@@ -70,14 +71,16 @@ class _Console:
         if tables:  # piped to a file or another program: whole lines instead of 80 columns
             self._options["width"] = None if sys.stdout.isatty() else 200
         self._console: Console | None = None
+        self._making = threading.Lock()
 
     @property
     def console(self) -> Console:
-        if self._console is None:
-            from rich.console import Console
+        with self._making:
+            if self._console is None:
+                from rich.console import Console
 
-            self._console = Console(**self._options)
-        return self._console
+                self._console = Console(**self._options)
+            return self._console
 
     @property
     def is_terminal(self) -> bool:
@@ -551,7 +554,10 @@ def _print_trial(result: TrialResult) -> None:
 
 @contextmanager
 def _interrupts(control: RunControl) -> Iterator[None]:
-    """Ctrl-C once: finish running attempts and stop; twice: kill them too."""
+    """Ctrl-C once: finish running attempts and stop; twice: kill them too. The handler
+    prints through `err`, made here first: a handler making it could interrupt this very
+    thread making it, under its lock."""
+    err.console  # noqa: B018 (made now, for the handler)
 
     def handler(_signum: int, _frame: object) -> None:
         if control.interrupt() == 1:
@@ -707,6 +713,8 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
 def _of_task(attempts: list[AttemptRow], run_id: str, task_id: str) -> list[AttemptRow]:
     chosen = [a for a in attempts if a.task_id == task_id]
     if not chosen:
+        import difflib
+
         close = difflib.get_close_matches(task_id, sorted({a.task_id for a in attempts}), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise BadInput(f"run {run_id} has no attempt of task '{task_id}'{hint}")
