@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # An attempt's outcome (docs/running.md#outcomes), here rather than in solver.py so that reading
-# outcomes back (report, gate) does not import the harness.
+# outcomes back (report) does not import the harness.
 Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 
