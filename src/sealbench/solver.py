@@ -31,6 +31,7 @@ from sealbench.egress import (
 )
 from sealbench.environment import BuiltEnvironment, sandbox_view
 from sealbench.errors import InfrastructureError, Refused
+from sealbench.gate import Outcome
 from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
@@ -50,8 +51,6 @@ from sealbench.workspace import (
     workspace_change,
 )
 
-Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
-OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 DEFAULT_OUTPUT_CAP = 8 * 1024 * 1024
 # What the solver gets of the host's environment without being told (docs/running.md): the
 # command search path and the locale and time zone, which change how tools behave but carry
