@@ -232,6 +232,58 @@ def test_concurrent_builds_publish_one_environment_and_both_use_it(
     assert len(links) == 1 and reals == [first.path]
 
 
+# Two test sessions' workers (pytest-xdist) or two sealbench processes share one cache: each
+# builder holds after its build until the other has built too, so both reach publication.
+CONCURRENT_BUILDER = """
+import json, sys, time
+from pathlib import Path
+from sealbench import environment
+from sealbench.protocol import EnvironmentSpec
+
+cache, wheels, meeting, me = (Path(a) for a in sys.argv[1:5])
+real_make = environment._make
+
+def make_then_wait(*args, **kwargs):
+    real_make(*args, **kwargs)
+    (meeting / me.name).touch()
+    deadline = time.monotonic() + 120
+    while len(list(meeting.iterdir())) < 2:
+        if time.monotonic() > deadline:
+            raise SystemExit("the other builder never finished its build")
+        time.sleep(0.01)
+
+environment._make = make_then_wait
+built = environment.build(EnvironmentSpec(python=sys.argv[5], requirements="r.txt"),
+                          sys.argv[6].encode(), cache_dir=cache, find_links=wheels)
+print(json.dumps({"path": str(built.path), "digest": built.record.digest}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_building_at_once_publish_one_environment(
+        cache: Path, wheels: Path, tmp_path: Path) -> None:
+    """What two pytest-xdist workers sharing the session's cache do (tests/conftest.py), and
+    two sealbench runs on one machine: both complete a build, exactly one is published by the
+    atomic link, the other removes its copy and uses the published one."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    builders = [subprocess.Popen(
+        [sys.executable, "-c", CONCURRENT_BUILDER, str(cache), str(wheels), str(meeting),
+         str(tmp_path / f"builder{i}"), PY, REQUIREMENTS.decode()],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outputs = [builder.communicate(timeout=300) for builder in builders]
+    for builder, (_, err) in zip(builders, outputs, strict=True):
+        assert builder.returncode == 0, err
+    first, second = (json.loads(out) for out, _ in outputs)
+    assert first == second
+    assert sorted(p.name for p in meeting.iterdir()) == ["builder0", "builder1"]  # both built
+    links, reals = envs_of(cache)
+    assert [link.name for link in links] == [first["digest"]]
+    assert reals == [Path(first["path"])]
+    assert in_env(build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels),
+                  "import tinypkg; print(tinypkg.VALUE)") == "tinypkg 1.0"
+
+
 @pytest.mark.slow
 def test_a_changed_cached_environment_is_refused_with_the_change_named(
         cache: Path, wheels: Path) -> None:
