@@ -114,6 +114,7 @@ def test_sandbox_view_puts_the_venv_first_on_path_and_binds_it(tmp_path: Path) -
 # --------------------------------------------------------------------------- building
 
 
+@pytest.mark.slow
 def test_build_installs_from_local_wheels_offline_and_records_the_freeze(
         cache: Path, wheels: Path) -> None:
     built = build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels)
@@ -129,6 +130,7 @@ def test_build_installs_from_local_wheels_offline_and_records_the_freeze(
     assert Path(sys.base_prefix) in built.mounts or sys.base_prefix.startswith("/usr")
 
 
+@pytest.mark.slow
 def test_omitted_python_is_the_one_sealbench_runs_under(cache: Path, wheels: Path) -> None:
     built = build(spec(python=None), REQUIREMENTS, cache_dir=cache, find_links=wheels)
     assert built.record.python == PY
@@ -136,6 +138,7 @@ def test_omitted_python_is_the_one_sealbench_runs_under(cache: Path, wheels: Pat
         str(tuple(sys.version_info[:2]))
 
 
+@pytest.mark.slow
 def test_a_second_build_reuses_the_cached_environment_without_running_pip(
         cache: Path, wheels: Path) -> None:
     first = build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels)
@@ -311,6 +314,7 @@ def test_a_removed_environment_directory_is_built_again(cache: Path, wheels: Pat
 # --------------------------------------------------------------------------- sealing
 
 
+@pytest.mark.slow
 def test_seal_records_the_environment_in_the_lock_and_the_identity(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))
@@ -326,6 +330,7 @@ def test_seal_records_the_environment_in_the_lock_and_the_identity(
     assert derive_identity(sealed.protocol.spec, sealed.lock.files) != result.identity
 
 
+@pytest.mark.slow
 def test_a_lock_whose_environment_record_was_removed_is_refused(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))
@@ -338,6 +343,7 @@ def test_a_lock_whose_environment_record_was_removed_is_refused(
     assert caught.value.lines() == [f"{LOCK_FILE}: has no environment record (altered)"]
 
 
+@pytest.mark.slow
 def test_seal_fails_on_a_requirement_that_does_not_install_one_line_exit_2(
         tmp_path: Path, wheels: Path, cli) -> None:  # type: ignore[no-untyped-def]
     proto = with_environment(make_protocol(tmp_path / "proto"), b"nosuchpkg==1.0\n")
@@ -419,6 +425,7 @@ def test_the_python_line_changes_the_identity_and_the_interpreter(
         str(tuple(int(v) for v in line.split(".")))
 
 
+@pytest.mark.slow
 def test_the_harness_refuses_an_environment_other_than_the_sealed_one(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))
