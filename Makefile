@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist: one worker per core; tests sharing a module-scoped fixture stay on one worker
+# (tests/conftest.py). `make test PARALLEL=` runs the suite in one process.
+PARALLEL ?= -n auto --dist loadscope
 
 .PHONY: demo test test-fast lint clean bench bench-all
 
@@ -18,11 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PARALLEL)
 
 # Unit tests only (no whole-protocol runs, no sandbox): the inner loop, well under a minute.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow and not sandbox"
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not sandbox"
 
 # `make bench`: every bench/*.py but the slow ones, at their default sizes (a few minutes on 2
 # shared cores). bench_coverage.py simulates interval coverage (many minutes); bench_scale.py
