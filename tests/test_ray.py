@@ -24,7 +24,15 @@ from typing import Any
 import pytest
 import ray
 import test_hostile
-from hostile_helpers import kill_matching, processes_matching, records, wait_until_gone
+from hostile_helpers import (
+    hostile_report,
+    hostile_solver,
+    kill_matching,
+    processes_matching,
+    records,
+    sealed_toy,
+    wait_until_gone,
+)
 from ray.cluster_utils import Cluster
 from test_hostile import base  # noqa: F401  (the hostile tests' fixture)
 from test_resume import HANGS, SLOW, _wait_for_inflight
@@ -229,6 +237,74 @@ def test_the_hostile_suite_passes_unchanged_under_ray(
     names = hostile.__code__.co_varnames[:hostile.__code__.co_argcount]
     hostile(**{name: arguments[name] for name in names})
     assert "toy-001" in tries  # the hostile attempt really went through the cluster
+
+
+# --------------------------------------------------------------------------- attack (issue 13)
+
+# What a dishonest solver can learn of, or reach in, the Ray cluster it runs on: its
+# environment and open file descriptors (compared with the same probe under the local
+# executor), Ray's node directory with its Unix sockets (raylet, plasma store) and spilled
+# objects, the head's TCP port, the worker's processes and the node's scratch copies.
+PROBE_RAY = r"""
+import glob, socket, stat
+fds = sorted(os.listdir("/proc/self/fd"))
+seen, connected = [], []
+for top in CFG["ray_dirs"]:
+    for path in glob.glob(os.path.join(top, "**"), recursive=True):
+        seen.append(path)
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(2)
+                s.connect(path)
+                connected.append(path)
+                s.close()
+        except OSError:
+            pass
+host, port = CFG["gcs"].rsplit(":", 1)
+try:
+    socket.create_connection((host, int(port)), timeout=2).close()
+    gcs = "connected"
+except OSError as exc:
+    gcs = type(exc).__name__
+procs = []
+for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        procs.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+scratch = [p for top in ("/dev/shm", "/tmp", "/var/tmp")
+           for p in glob.glob(top + "/sealbench-run-*") + glob.glob(top + "/sealbench-run-*/*")
+           if not os.getcwd().startswith(p + "/")]  # but the way to its own workspace
+report(env=sorted(os.environ), fds=fds, seen=seen[:50], connected=connected, gcs=gcs,
+       ray_processes=[c for c in procs if c.startswith("ray::") or "raylet" in c
+                      or "default_worker" in c or "gcs_server" in c], scratch=scratch)
+"""
+
+
+def test_a_solver_under_ray_learns_and_reaches_nothing_of_the_cluster(
+        cluster: str, base: Path) -> None:  # noqa: F811
+    """Its environment and descriptors are the local run's; Ray's node directory (here
+    exposed by a careless `--expose`, as if the operator had put Ray's --temp-dir inside a
+    path the solver may read) shows no socket, no spilled object; the head's port is out of
+    reach; no Ray process and no scratch copy of the protocol is visible."""
+    proto, ledger = sealed_toy(base)
+    temp_dir = Path(ray.get_runtime_context().get_temp_dir())
+    assert any(temp_dir.glob("session_*/sockets/*"))  # what there would be to find
+    command = hostile_solver(base / "agent", before=PROBE_RAY, ray_dirs=[str(temp_dir)],
+                             gcs=cluster)
+    seen: dict[str, dict[str, Any]] = {}
+    for executor in ("local", "ray"):
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, executor=executor, expose=(temp_dir,)))
+        seen[executor] = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    under_ray = seen["ray"]
+    assert under_ray["env"] == seen["local"]["env"]
+    assert not [name for name in under_ray["env"] if name.startswith("RAY")]
+    assert under_ray["fds"] == seen["local"]["fds"]
+    assert under_ray["connected"] == [] and under_ray["gcs"] != "connected"
+    assert [p for p in under_ray["seen"] if "session_" in p] == []
+    assert under_ray["ray_processes"] == [] and under_ray["scratch"] == []
 
 
 # --------------------------------------------------------------------------- node side

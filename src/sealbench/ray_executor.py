@@ -155,7 +155,8 @@ def _build_node_run(inputs: RunInputs) -> _NodeRun:
                                       f"verifies as {sealed.identity}, the run is "
                                       f"{inputs.sealed.identity}")
         harness = open_harness(sealed.protocol, sealed.lock.sealed_files(), inputs.settings,
-                               abort=threading.Event(), extra_hidden=inputs.driver_paths)
+                               abort=threading.Event(),
+                               extra_hidden=(*inputs.driver_paths, *ray_node_paths()))
     except (Refused, BadInput, OSError) as exc:
         remove_tree(root)
         raise InfrastructureError(f"node {socket.gethostname()}: the shipped protocol "
@@ -165,6 +166,17 @@ def _build_node_run(inputs: RunInputs) -> _NodeRun:
         raise
     tasks: dict[tuple[str, str], Task] = {(t.kind, t.id): t for t in sealed.protocol.tasks}
     return _NodeRun(harness, root, tasks, inputs.solver)
+
+
+def ray_node_paths() -> tuple[Path, ...]:
+    """This node's Ray directory (`ray start --temp-dir`, /tmp/ray by default): hidden from
+    the solver like the driver's paths. It holds the raylet's and the object store's Unix
+    sockets and the objects Ray spills to disk (the run's inputs, oracles included); a
+    socket in a read-only view still accepts connect(), without any network. The sandbox
+    keeps /tmp private, but an operator may put Ray's directory anywhere (docs/scale.md)."""
+    if not ray.is_initialized():
+        return ()
+    return (Path(ray.get_runtime_context().get_temp_dir()),)
 
 
 def _close_node_run(run: _NodeRun) -> None:
@@ -233,7 +245,11 @@ class RayExecutor:
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
             on_started: OnStarted, should_stop: ShouldStop) -> None:
-        shipped = with_driver_env(replace(inputs(), solver=solver))
+        given = inputs()
+        # the driver's Ray directory too: a worker may share the driver's machine
+        shipped = with_driver_env(replace(
+            given, solver=solver,
+            driver_paths=tuple(dict.fromkeys((*given.driver_paths, *ray_node_paths())))))
         inputs_ref = ray.put(shipped)
         box = [inputs_ref]
         digest = shipped.digest()
