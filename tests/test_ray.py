@@ -38,17 +38,26 @@ from test_hostile import base  # noqa: F401  (the hostile tests' fixture)
 from test_resume import HANGS, SLOW, _wait_for_inflight
 from toy import make_protocol, write_solver
 
+import sealbench
 from sealbench.errors import InfrastructureError
 from sealbench.example import init, solver_command
-from sealbench.executor import RunInputs, RunSettings, open_harness, sealed_bytes
+from sealbench.executor import AttemptSpec, RunInputs, RunSettings, open_harness, sealed_bytes
+from sealbench.harness import InfraFailure, Interrupted
 from sealbench.ledger import Ledger
+from sealbench.metric import MetricHung
 from sealbench.ray_executor import (
+    HungMetric,
+    NodeFailure,
+    NodeResult,
     RayExecutor,
     _build_node_run,
     _close_node_run,
+    checked,
     gcs_unreachable,
+    node_attempt,
     node_sandbox_problem,
     ray_failure,
+    sealbench_code,
     with_driver_env,
 )
 from sealbench.runner import RunOptions, run
@@ -406,3 +415,57 @@ def test_a_run_at_a_dead_cluster_address_is_refused_in_one_line(tmp_path: Path) 
     assert "no Ray cluster answers there" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert Ledger(ledger_path).runs() == []
+
+
+# --------------------------------------------------------------------------- attack: answers
+
+SPEC = AttemptSpec("dataset", "toy-001", 1, "toy-001")
+
+
+def test_a_node_running_another_sealbench_runs_no_attempt(tmp_path: Path) -> None:
+    """The run's records name the driver's sealbench: a worker with other code (another
+    version, another checkout of the same one) must not run the attempt at all."""
+    other = "0.0.9 " + "0" * 16
+    assert sealbench_code() != other
+    answer = node_attempt([None], "digest", SPEC, other)  # the inputs are never fetched
+    assert isinstance(answer, NodeFailure)
+    assert "runs sealbench" in answer.detail and other in answer.detail
+    with pytest.raises(InfrastructureError, match="runs sealbench"):
+        checked(answer, SPEC)
+
+
+def test_the_code_digest_is_stable_and_names_the_version() -> None:
+    assert sealbench_code() == sealbench_code.__wrapped__()
+    assert sealbench_code().startswith(sealbench.__version__ + " ")
+
+
+OWN = Interrupted("toy-001")
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (NodeResult(SPEC, OWN), None),
+    (NodeResult(SPEC, InfraFailure("toy-001", "disk", 1)), None),
+    # another attempt's answer: another epoch, another label, another task
+    (NodeResult(replace(SPEC, epoch=0), OWN), "answered for toy-001 \\(epoch 0\\)"),
+    (NodeResult(replace(SPEC, label="x"), OWN), "answered for"),
+    (NodeResult(replace(SPEC, task_id="toy-002"), Interrupted("toy-002")), "answered for"),
+    (NodeResult(SPEC, Interrupted("toy-002")), "answered for toy-002"),
+    # a worker of another sealbench: a bare result, or anything else
+    (OWN, "answered with Interrupted, not a result"),
+    (None, "answered with NoneType"),
+    (NodeFailure("node n: bubblewrap cannot be used here"), "bubblewrap"),
+])
+def test_the_driver_records_only_the_answer_to_the_spec_it_sent(
+        answer: object, error: str | None) -> None:
+    if error is None:
+        assert isinstance(answer, NodeResult)
+        assert checked(answer, SPEC) == answer.finished
+    else:
+        with pytest.raises(InfrastructureError, match=error):
+            checked(answer, SPEC)
+
+
+def test_a_metric_hung_on_the_node_stops_the_run_on_the_driver() -> None:
+    with pytest.raises(MetricHung):
+        checked(HungMetric("metric.py", "toy-001", 5.0), SPEC)
+

@@ -15,6 +15,8 @@ This module imports Ray; sealbench.executor imports it only when `--executor ray
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import logging
 import os
 import socket
@@ -28,6 +30,7 @@ from typing import Any
 import ray
 import ray.exceptions
 
+from sealbench import __version__
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.executor import (
     AttemptSpec,
@@ -58,6 +61,16 @@ class NodeFailure:
     error. A value, not an exception, so no traceback crosses the seam."""
 
     detail: str
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """A finished try as the worker sends it back: with the spec it ran, so the driver
+    records a result only for the attempt it asked for (task, epoch and label), never
+    another's (a mixed-up or foreign worker's answer is an infrastructure error)."""
+
+    spec: AttemptSpec
+    finished: Finished
 
 
 @dataclass(frozen=True)
@@ -184,16 +197,36 @@ def _close_node_run(run: _NodeRun) -> None:
     remove_tree(run.root)
 
 
-def node_attempt(inputs_box: list[Any], digest: str, spec: AttemptSpec,
-                 ) -> Finished | NodeFailure | HungMetric:
+@functools.cache
+def sealbench_code() -> str:
+    """What sealbench code this process runs: its version and a digest of every file of the
+    installed package (a node with another checkout of the same version differs too). The
+    workers must run the driver's: the run's records name the driver's version only."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file()
+                       and "__pycache__" not in p.relative_to(package).parts):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return f"{__version__} {digest.hexdigest()[:16]}"
+
+
+def node_attempt(inputs_box: list[Any], digest: str, spec: AttemptSpec, code: str,
+                 ) -> NodeResult | NodeFailure | HungMetric:
     """One try of one attempt, on whichever node Ray placed it. `inputs_box` holds the
-    inputs' object ref unresolved, so a worker fetches the inputs once, not per attempt."""
+    inputs' object ref unresolved, so a worker fetches the inputs once, not per attempt.
+    A worker whose sealbench is not the driver's (`code`) runs nothing."""
+    here = sealbench_code()
+    if here != code:
+        return NodeFailure(f"node {socket.gethostname()} runs sealbench {here}, the driver "
+                           f"{code}; install the driver's sealbench on every node "
+                           "(docs/scale.md#what-each-node-needs)")
     try:
         run = _node_run(inputs_box[0], digest)
         task = run.tasks.get((spec.kind, spec.task_id))
         if task is None:
             return NodeFailure(f"shipped protocol has no {spec.kind} task {spec.task_id}")
-        return run.harness.attempt_once(task, run.solver, spec.label)
+        return NodeResult(spec, run.harness.attempt_once(task, run.solver, spec.label))
     except InfrastructureError as exc:
         return NodeFailure(str(exc))
     except MetricHung as exc:
@@ -266,7 +299,7 @@ class RayExecutor:
              abort: threading.Event) -> Finished:
         """One try on the cluster. A user's abort cancels it (the worker is killed, and its
         sandbox with it: bubblewrap runs with --die-with-parent)."""
-        ref = _remote_attempt.remote(box, digest, spec)
+        ref = _remote_attempt.remote(box, digest, spec, sealbench_code())
         while True:
             ready, _ = ray.wait([ref], timeout=POLL_SEC)
             if ready:
@@ -280,11 +313,27 @@ class RayExecutor:
             if abort.is_set():
                 return Interrupted(spec.task_id)
             raise InfrastructureError(f"attempt on {spec.task_id}: {ray_failure(exc)}") from None
-        if isinstance(result, NodeFailure):
-            raise InfrastructureError(f"attempt on {spec.task_id}: {result.detail}")
-        if isinstance(result, HungMetric):
-            raise MetricHung(result.module, result.task_id, result.timeout)
-        return result
+        return checked(result, spec)
+
+
+def checked(result: object, spec: AttemptSpec) -> Finished:
+    """What a worker sent back for `spec`, as the driver records it: a try's result only
+    when it is the answer to this very spec (same task, epoch and label, and a result for
+    that task); anything else (another attempt's result, a worker of another sealbench
+    returning another shape) is an infrastructure error, retried, never scored."""
+    if isinstance(result, NodeFailure):
+        raise InfrastructureError(f"attempt on {spec.task_id}: {result.detail}")
+    if isinstance(result, HungMetric):
+        raise MetricHung(result.module, result.task_id, result.timeout)
+    if not isinstance(result, NodeResult):
+        raise InfrastructureError(f"attempt on {spec.task_id}: the worker answered with "
+                                  f"{type(result).__name__}, not a result (does it run "
+                                  "the driver's sealbench?)")
+    if result.spec != spec or result.finished.task_id != spec.task_id:
+        raise InfrastructureError(
+            f"attempt on {spec.task_id} (epoch {spec.epoch}): the worker answered for "
+            f"{result.finished.task_id} (epoch {result.spec.epoch}); not recorded")
+    return result.finished
 
 
 def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
