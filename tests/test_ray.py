@@ -469,3 +469,18 @@ def test_a_metric_hung_on_the_node_stops_the_run_on_the_driver() -> None:
     with pytest.raises(MetricHung):
         checked(HungMetric("metric.py", "toy-001", 5.0), SPEC)
 
+
+def test_without_an_address_a_run_starts_its_own_instance_beside_a_running_cluster(
+        cluster: str, tmp_path: Path) -> None:
+    """A careless operator: a cluster already runs on this machine (or RAY_ADDRESS is left
+    set from another job). Without --ray-address the run still starts its own instance, as
+    docs/scale.md says; Ray's own default would join that cluster and refuse the run."""
+    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
+    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
+                               "--executor", "ray", "--ledger", ledger_path, "--run-id", "own"),
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAY_ADDRESS": cluster})
+    assert done.returncode == 0, done.stderr
+    assert Ledger(ledger_path).run("own").state == "published"

@@ -260,7 +260,11 @@ class RayExecutor:
                           "address (docs/scale.md)")
         try:
             if self.address is None:
-                ray.init(object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
+                # "local", not None: Ray reads None as RAY_ADDRESS or the cluster last
+                # started on this machine (then refuses the object store size); a run
+                # without --ray-address starts its own instance, as docs/scale.md says
+                ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         **quiet)
             else:
                 ray.init(address=self.address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
