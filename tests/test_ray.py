@@ -60,7 +60,7 @@ from sealbench.ray_executor import (
     sealbench_code,
     with_driver_env,
 )
-from sealbench.runner import RunOptions, run
+from sealbench.runner import RunOptions, run, solver_file_digests
 from sealbench.sandbox import Sandbox, detect
 from sealbench.sealing import seal, verify
 from sealbench.solver import CommandSolver
@@ -484,3 +484,22 @@ def test_without_an_address_a_run_starts_its_own_instance_beside_a_running_clust
                           env={**os.environ, "RAY_ADDRESS": cluster})
     assert done.returncode == 0, done.stderr
     assert Ledger(ledger_path).run("own").state == "published"
+
+
+def test_a_node_whose_solver_files_differ_from_the_drivers_runs_none_of_its_attempts(
+        tmp_path: Path) -> None:
+    """The run header records the sha256 of the solver's files as the driver read them; a
+    node with another agent at the same path must not run it under that record."""
+    agent = tmp_path / "agent.py"
+    agent.write_text("print('the driver's agent')\n")
+    solver = CommandSolver((sys.executable, str(agent)))
+    inputs = replace(_inputs(tmp_path), solver=solver,
+                     solver_files=tuple(sorted(solver_file_digests(solver.argv).items())))
+    node = _build_node_run(inputs)  # the same files: the node runs it
+    _close_node_run(node)
+    agent.write_text("print('another agent at the same path')\n")
+    with pytest.raises(InfrastructureError, match=f"solver's file {agent} is not the driver's"):
+        _build_node_run(inputs)
+    agent.unlink()
+    with pytest.raises(InfrastructureError, match="not the driver's"):
+        _build_node_run(inputs)

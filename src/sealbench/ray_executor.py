@@ -158,6 +158,11 @@ def _node_run(inputs_ref: Any, digest: str) -> _NodeRun:
 def _build_node_run(inputs: RunInputs) -> _NodeRun:
     from sealbench.sealing import verify  # heavy; only workers need it here
 
+    changed = solver_files_changed(inputs)
+    if changed is not None:
+        raise InfrastructureError(f"node {socket.gethostname()}: the solver's file {changed} "
+                                  "is not the driver's (its sha256 differs or it is missing); "
+                                  "install the same solver on every node (docs/scale.md)")
     root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-protocol-",
                                  dir=scratch_root()))
     try:
@@ -179,6 +184,19 @@ def _build_node_run(inputs: RunInputs) -> _NodeRun:
         raise
     tasks: dict[tuple[str, str], Task] = {(t.kind, t.id): t for t in sealed.protocol.tasks}
     return _NodeRun(harness, root, tasks, inputs.solver)
+
+
+def solver_files_changed(inputs: RunInputs) -> str | None:
+    """The first file of the solver's command line whose bytes on this node are not the
+    ones the driver recorded in the run header, or None. The records name the driver's
+    solver: an attempt must not run another agent that happens to sit at the same path."""
+    from sealbench.runner import solver_file_digests  # the run header's own digests
+
+    here = solver_file_digests(inputs.solver.argv)
+    for path, digest in inputs.solver_files:
+        if here.get(path) != digest:
+            return path
+    return None
 
 
 def ray_node_paths() -> tuple[Path, ...]:
@@ -282,11 +300,14 @@ class RayExecutor:
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
             on_started: OnStarted, should_stop: ShouldStop) -> None:
+        from sealbench.runner import solver_file_digests
+
         given = inputs()
         # the driver's Ray directory too: a worker may share the driver's machine
         shipped = with_driver_env(replace(
             given, solver=solver,
-            driver_paths=tuple(dict.fromkeys((*given.driver_paths, *ray_node_paths())))))
+            driver_paths=tuple(dict.fromkeys((*given.driver_paths, *ray_node_paths()))),
+            solver_files=tuple(sorted(solver_file_digests(solver.argv).items()))))
         inputs_ref = ray.put(shipped)
         box = [inputs_ref]
         digest = shipped.digest()
