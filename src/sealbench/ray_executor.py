@@ -365,7 +365,13 @@ def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     """Why nothing listens at a HOST:PORT cluster address, or None (also for `auto`, a
     `ray://` address, or none: Ray itself answers those at once). Ray's own connection
     attempt to a dead address retries for minutes and logs every try to stderr."""
-    if address is None or address == "auto" or "://" in address:
+    if address == "auto":
+        found = auto_address()
+        if found is None:
+            return None
+        unreachable = gcs_unreachable(found, timeout)
+        return None if unreachable is None else f"auto is {found}: {unreachable}"
+    if address is None or "://" in address:
         return None
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -375,6 +381,19 @@ def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
+
+
+def auto_address() -> str | None:
+    """The address `auto` stands for, found as Ray finds it (RAY_ADDRESS, else the cluster
+    started on this machine), or None when Ray finds none (it says so at once itself). A
+    stale RAY_ADDRESS or a cluster that died would otherwise hold the run for minutes."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment("auto", None)
+    except (ImportError, ConnectionError, OSError, ValueError):
+        return None
+    return found if isinstance(found, str) and found != "auto" else None
 
 
 def ray_failure(exc: BaseException) -> str:
