@@ -95,6 +95,7 @@ def test_the_solver_sees_an_opaque_attempt_id_and_no_task_id_anywhere(tmp_path: 
     assert "not blinded" not in to_markdown(result.report) + to_html(result.report)
 
 
+@pytest.mark.slow
 def test_controls_are_interleaved_in_a_seeded_order(tmp_path: Path) -> None:
     proto, ledger = _sealed(tmp_path, "blind", n=12)
     run(proto, write_solver(tmp_path / "agent"), ledger=ledger, run_id="order-1")
@@ -112,6 +113,7 @@ def test_controls_are_interleaved_in_a_seeded_order(tmp_path: Path) -> None:
     assert other != expected
 
 
+@pytest.mark.slow
 def test_honest_only_on_np_ids_passes_when_ids_are_visible_and_is_refused_when_blind(
         tmp_path: Path) -> None:
     """The attack that worked: with visible ids it publishes (this is what blinding removes);
@@ -239,6 +241,7 @@ def test_seal_prints_the_shape_warning_on_stderr(tmp_path: Path) -> None:
     assert "warning" not in result.stdout
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_attempt_ids(tmp_path: Path) -> None:
     """The mapping is the run's: attempts run after a resume are named with the same secret."""
     proto, ledger = _sealed(tmp_path, "blind", n=6)

@@ -99,6 +99,7 @@ def with_infrastructure_errors(ledger: Ledger, source: str, broken: set[str]) ->
     return run_id
 
 
+@pytest.mark.slow
 def test_two_solvers_on_one_exam(bench: Bench) -> None:
     a_id, b_id = bench.runs["skip14"], bench.runs["skip2"]
     cmp = compare_runs(bench.ledger, a_id, b_id)
@@ -165,6 +166,7 @@ def test_two_solvers_on_one_exam(bench: Bench) -> None:
     assert "| A pass | 5 | 1 |" in md
 
 
+@pytest.mark.slow
 def test_a_clear_difference_is_called_and_an_equal_pair_is_not(bench: Bench) -> None:
     cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["skip7"])
     paired = cmp["paired"]
@@ -177,6 +179,7 @@ def test_a_clear_difference_is_called_and_an_equal_pair_is_not(bench: Bench) -> 
     assert "exact McNemar p = 0.016" in cmp["verdict"]
 
 
+@pytest.mark.slow
 def test_same_solver_twice(bench: Bench) -> None:
     cmp = compare_runs(bench.ledger, bench.runs["good1"], bench.runs["good2"])
     paired = cmp["paired"]
@@ -193,6 +196,7 @@ def test_same_solver_twice(bench: Bench) -> None:
     assert "none" in to_markdown(cmp)
 
 
+@pytest.mark.slow
 def test_different_identities_are_refused(bench: Bench) -> None:
     a, b = bench.ledger.run(bench.runs["good1"]), bench.ledger.run(bench.runs["other"])
     assert a.identity != b.identity
@@ -205,6 +209,7 @@ def test_different_identities_are_refused(bench: Bench) -> None:
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_a_run_whose_gate_failed_is_refused(bench: Bench) -> None:
     dead = bench.runs["dead"]
     for pair in ((bench.runs["good1"], dead), (dead, bench.runs["good1"])):
@@ -214,11 +219,13 @@ def test_a_run_whose_gate_failed_is_refused(bench: Bench) -> None:
         assert not re.search(r"\d+\.\d+|%", str(caught.value).replace(dead, ""))
 
 
+@pytest.mark.slow
 def test_unknown_run_is_bad_input(bench: Bench) -> None:
     with pytest.raises(BadInput, match="no run 'nope'"):
         compare_runs(bench.ledger, bench.runs["good1"], "nope")
 
 
+@pytest.mark.slow
 def test_tasks_lost_to_infrastructure_errors_are_left_out_and_listed(bench: Bench) -> None:
     ledger = bench.ledger
     lost = with_infrastructure_errors(ledger, bench.runs["skip2"], {"toy-004"})
@@ -239,6 +246,7 @@ def test_tasks_lost_to_infrastructure_errors_are_left_out_and_listed(bench: Benc
         compare_runs(ledger, a, b)
 
 
+@pytest.mark.slow
 def test_tampered_records_are_refused(bench: Bench, tmp_path: Path) -> None:
     copy = tmp_path / "copy.sqlite"
     target = sqlite3.connect(copy)
@@ -273,6 +281,7 @@ def copied_run(ledger: Ledger, source: str, name: str, **options: Any) -> str:
     ("expose", {"expose": ["/opt/answers"]}, "exposed paths [] vs ['/opt/answers']"),
     ("epochs", {"epochs": 3}, "epochs 1 vs 3"),
 ])
+@pytest.mark.slow
 def test_runs_under_different_conditions_are_refused(bench: Bench, name: str,
                                                      options: dict[str, Any],
                                                      named: str) -> None:

@@ -114,6 +114,7 @@ def test_sandbox_view_puts_the_venv_first_on_path_and_binds_it(tmp_path: Path) -
 # --------------------------------------------------------------------------- building
 
 
+@pytest.mark.slow
 def test_build_installs_from_local_wheels_offline_and_records_the_freeze(
         cache: Path, wheels: Path) -> None:
     built = build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels)
@@ -129,6 +130,7 @@ def test_build_installs_from_local_wheels_offline_and_records_the_freeze(
     assert Path(sys.base_prefix) in built.mounts or sys.base_prefix.startswith("/usr")
 
 
+@pytest.mark.slow
 def test_omitted_python_is_the_one_sealbench_runs_under(cache: Path, wheels: Path) -> None:
     built = build(spec(python=None), REQUIREMENTS, cache_dir=cache, find_links=wheels)
     assert built.record.python == PY
@@ -136,6 +138,7 @@ def test_omitted_python_is_the_one_sealbench_runs_under(cache: Path, wheels: Pat
         str(tuple(sys.version_info[:2]))
 
 
+@pytest.mark.slow
 def test_a_second_build_reuses_the_cached_environment_without_running_pip(
         cache: Path, wheels: Path) -> None:
     first = build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels)
@@ -232,6 +235,58 @@ def test_concurrent_builds_publish_one_environment_and_both_use_it(
     assert len(links) == 1 and reals == [first.path]
 
 
+# Two test sessions' workers (pytest-xdist) or two sealbench processes share one cache: each
+# builder holds after its build until the other has built too, so both reach publication.
+CONCURRENT_BUILDER = """
+import json, sys, time
+from pathlib import Path
+from sealbench import environment
+from sealbench.protocol import EnvironmentSpec
+
+cache, wheels, meeting, me = (Path(a) for a in sys.argv[1:5])
+real_make = environment._make
+
+def make_then_wait(*args, **kwargs):
+    real_make(*args, **kwargs)
+    (meeting / me.name).touch()
+    deadline = time.monotonic() + 120
+    while len(list(meeting.iterdir())) < 2:
+        if time.monotonic() > deadline:
+            raise SystemExit("the other builder never finished its build")
+        time.sleep(0.01)
+
+environment._make = make_then_wait
+built = environment.build(EnvironmentSpec(python=sys.argv[5], requirements="r.txt"),
+                          sys.argv[6].encode(), cache_dir=cache, find_links=wheels)
+print(json.dumps({"path": str(built.path), "digest": built.record.digest}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_building_at_once_publish_one_environment(
+        cache: Path, wheels: Path, tmp_path: Path) -> None:
+    """What two pytest-xdist workers sharing the session's cache do (tests/conftest.py), and
+    two sealbench runs on one machine: both complete a build, exactly one is published by the
+    atomic link, the other removes its copy and uses the published one."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    builders = [subprocess.Popen(
+        [sys.executable, "-c", CONCURRENT_BUILDER, str(cache), str(wheels), str(meeting),
+         str(tmp_path / f"builder{i}"), PY, REQUIREMENTS.decode()],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outputs = [builder.communicate(timeout=300) for builder in builders]
+    for builder, (_, err) in zip(builders, outputs, strict=True):
+        assert builder.returncode == 0, err
+    first, second = (json.loads(out) for out, _ in outputs)
+    assert first == second
+    assert sorted(p.name for p in meeting.iterdir()) == ["builder0", "builder1"]  # both built
+    links, reals = envs_of(cache)
+    assert [link.name for link in links] == [first["digest"]]
+    assert reals == [Path(first["path"])]
+    assert in_env(build(spec(), REQUIREMENTS, cache_dir=cache, find_links=wheels),
+                  "import tinypkg; print(tinypkg.VALUE)") == "tinypkg 1.0"
+
+
 @pytest.mark.slow
 def test_a_changed_cached_environment_is_refused_with_the_change_named(
         cache: Path, wheels: Path) -> None:
@@ -259,6 +314,7 @@ def test_a_removed_environment_directory_is_built_again(cache: Path, wheels: Pat
 # --------------------------------------------------------------------------- sealing
 
 
+@pytest.mark.slow
 def test_seal_records_the_environment_in_the_lock_and_the_identity(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))
@@ -274,6 +330,7 @@ def test_seal_records_the_environment_in_the_lock_and_the_identity(
     assert derive_identity(sealed.protocol.spec, sealed.lock.files) != result.identity
 
 
+@pytest.mark.slow
 def test_a_lock_whose_environment_record_was_removed_is_refused(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))
@@ -286,6 +343,7 @@ def test_a_lock_whose_environment_record_was_removed_is_refused(
     assert caught.value.lines() == [f"{LOCK_FILE}: has no environment record (altered)"]
 
 
+@pytest.mark.slow
 def test_seal_fails_on_a_requirement_that_does_not_install_one_line_exit_2(
         tmp_path: Path, wheels: Path, cli) -> None:  # type: ignore[no-untyped-def]
     proto = with_environment(make_protocol(tmp_path / "proto"), b"nosuchpkg==1.0\n")
@@ -367,6 +425,7 @@ def test_the_python_line_changes_the_identity_and_the_interpreter(
         str(tuple(int(v) for v in line.split(".")))
 
 
+@pytest.mark.slow
 def test_the_harness_refuses_an_environment_other_than_the_sealed_one(
         tmp_path: Path, wheels: Path) -> None:
     proto = with_environment(make_protocol(tmp_path / "proto"))

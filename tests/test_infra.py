@@ -181,6 +181,7 @@ def test_acceptance_9_a_sandbox_failing_mid_run_blocks_publication_until_resume(
     print("resumed b1:", _figures(resumed.report))
 
 
+@pytest.mark.slow
 def test_a_scratch_directory_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
     proto = make_protocol(tmp_path / "proto")
     missing = tmp_path / "no-such-scratch"

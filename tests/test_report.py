@@ -69,6 +69,7 @@ FLAKY = SOLVER.replace("if m:", "if m and (not sys.argv[-1].startswith('toy-00')
                        "or int.from_bytes(os.urandom(1), 'big') % 2):")
 
 
+@pytest.mark.slow
 def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
     from toy import make_protocol
 

@@ -199,6 +199,7 @@ def test_second_ctrl_c_kills_running_attempts_and_records_them(tmp_path: Path) -
     assert "dataset" not in ledger.attempt_counts("k1")  # only (quick) controls finished
 
 
+@pytest.mark.slow
 def test_resume_with_another_solver_or_a_resealed_protocol_is_refused(
         tmp_path: Path) -> None:
     proto = make_protocol(tmp_path / "proto", n=4, min_n=3)

@@ -173,7 +173,7 @@ def test_instrument_check_refuses_a_task_that_cannot_be_failed(cli, toy: Path) -
     """An oracle that changes nothing is passed by the do-nothing solver: refused by id."""
     (toy / "oracles" / "toy-001.patch").write_text("")
     result = cli("seal", toy)
-    assert result.exit_code == 3
+    assert result.exit_code == 3, result.stdout + result.stderr  # once 0 on a loaded machine
     assert ("task 'toy-001' cannot be failed: the do-nothing solver got pass" in result.stderr)
     assert not (toy / "protocol.lock").exists()
 

@@ -112,6 +112,7 @@ def test_seed_protocol_file_seals_and_runs_unchanged(tmp_path: Path) -> None:
     assert report["outcomes"]["pass"] == CORRECT
 
 
+@pytest.mark.slow  # seals and runs the whole seed protocol, as the test above does
 def test_stdout_solver_writing_a_forbidden_path_in_its_workspace_is_caught(
         tmp_path: Path) -> None:
     """The printed diff is what is scored, but the workspace is still watched: writing

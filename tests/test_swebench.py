@@ -469,6 +469,7 @@ def test_out_must_be_new_or_empty(world: World, tmp_path: Path) -> None:
     assert (empty / "protocol.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_verifier_command_keeps_only_python_files_for_pytest(tmp_path: Path) -> None:
     """With a data file among the hidden tests, pytest would stop at it ("not found", exit 4):
     the command keeps only the .py files. Run both forms as the verifier expands them."""

@@ -3,6 +3,10 @@
 A report is a pure function of the ledger: the same run always gives the same bytes, and a
 reader holding the ledger can recompute every figure. A rate never appears without its protocol
 identity, n and 95% interval, and never for a run whose gate did not pass.
+
+The statistics (numpy, scipy) are imported inside the functions that compute figures:
+`sealbench runs` formats headlines with this module and recomputes a report only for a run
+that published one (cli.py's docstring, tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -16,24 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from sealbench import __version__
 from sealbench.errors import SealbenchError
-from sealbench.gate import evaluate
+from sealbench.gate import OUTCOMES, evaluate
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, Link, RunRow
-from sealbench.solver import OUTCOMES
-from sealbench.stats import (
-    Headline,
-    cluster_labels,
-    derive_seed,
-    design_effect,
-    headline,
-    mdd_cluster_t,
-    mdd_mcnemar_against,
-    pass_at_k,
-    pass_hat_k,
-)
 from sealbench.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from sealbench.sealing import Sealed
+    from sealbench.stats import Headline
 
 REPORT_FORMAT = "sealbench-report/v3"
 
@@ -111,6 +104,8 @@ def _gate(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
 
 def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """The published report of a run, from the ledger alone; NotPublishable when none may be."""
+    from sealbench.stats import derive_seed
+
     run = ledger.run(run_id)
     _require_complete(ledger, run)
     rows = report_rows(ledger, run_id)  # read once; every figure below comes from these rows
@@ -241,6 +236,8 @@ def published_headline(scores: dict[str, dict[str, Any]], *, seed: int, ci_metho
 
     Tasks sharing a `cluster` are clustered (a task without one is its own cluster); strata
     count only when the protocol fixed them (``publish.strata: fixed``)."""
+    from sealbench.stats import cluster_labels, headline
+
     return headline([s["score"] for s in scores.values()], seed=seed, method=ci_method,
                     strata=_labels(scores, "stratum"), strata_fixed=strata_fixed,
                     clusters=cluster_labels([s["cluster"] for s in scores.values()],
@@ -285,6 +282,8 @@ def versions() -> dict[str, str]:
 def _strata(scores: dict[str, dict[str, Any]], run: RunRow) -> dict[str, Any]:
     """Per-stratum n, mean and interval (the automatic method: Wilson, or cluster-wilson when the
     stratum's tasks share clusters), for reading; they never narrow the headline."""
+    from sealbench.stats import derive_seed
+
     grouped: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for task_id, s in scores.items():
         if s["stratum"] is not None:
@@ -301,6 +300,13 @@ def _strata(scores: dict[str, dict[str, Any]], run: RunRow) -> dict[str, Any]:
 def _mdd(scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The smallest difference `compare` could detect between this agent and another on this
     exam (80% power, α = 0.05), for the test `compare` really uses, with its assumptions."""
+    from sealbench.stats import (
+        cluster_labels,
+        design_effect,
+        mdd_cluster_t,
+        mdd_mcnemar_against,
+    )
+
     values = [s["score"] for s in scores.values()]
     n = len(values)
     mean = sum(values) / n
@@ -332,6 +338,8 @@ def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[d
     """pass@k (Chen et al. 2021) and pass^k (tau-bench) for k = 1..epochs, each with the
     automatic interval over tasks (clusters honoured): a percentile bootstrap of pass^k covered
     0.69 at p = 0.1, k = 5 (docs/statistics.md)."""
+    from sealbench.stats import cluster_labels, derive_seed, headline, pass_at_k, pass_hat_k
+
     full = {task: s for task, s in scores.items() if s["epochs"] == epochs}
     rows = list(full.values())
     if epochs < 2 or not rows:
