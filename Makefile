@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 # (tests/conftest.py). `make test PARALLEL=` runs the suite in one process.
 PARALLEL ?= -n auto --dist loadscope
 
-.PHONY: demo test test-fast lint clean bench
+.PHONY: demo test test-fast lint clean bench bench-all
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -27,7 +27,17 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not sandbox"
 
+# `make bench`: every bench/*.py but the slow ones, at their default sizes (a few minutes on 2
+# shared cores). bench_coverage.py simulates interval coverage (many minutes); bench_scale.py
+# seals and runs a large protocol (run it with N by hand: `python bench/bench_scale.py 100000`).
+# `make bench-all` runs every one. A new bench is quick unless listed here.
+BENCH_SLOW := bench/bench_coverage.py bench/bench_scale.py
+BENCH_QUICK := $(filter-out $(BENCH_SLOW),$(sort $(wildcard bench/*.py)))
+
 bench: $(STAMP)
+	for f in $(BENCH_QUICK); do $(BIN)/python $$f || exit 1; done
+
+bench-all: $(STAMP)
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:

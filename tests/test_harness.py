@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from toy import make_protocol
 
-from sealbench.harness import INFRA_RETRIES, Harness, InfraFailure
+from sealbench import harness as harness_module
+from sealbench.errors import BadInput
+from sealbench.harness import (
+    INFRA_RETRIES,
+    MEMORY_SCRATCH_MIN_FREE,
+    Harness,
+    InfraFailure,
+    memory_scratch_room,
+    mount_type,
+    scratch_root,
+)
 from sealbench.ledger import Ledger
-from sealbench.sandbox import detect
+from sealbench.sandbox import command_files, detect
 from sealbench.sealing import Lock, seal
-from sealbench.solver import AttemptResult, CommandSolver
+from sealbench.solver import AttemptResult, CommandSolver, DoNothingSolver, OracleSolver
 
 pytestmark = pytest.mark.sandbox
 
@@ -56,3 +70,156 @@ def test_a_solver_that_does_not_exist_is_the_solvers_error(tmp_path: Path) -> No
             assert isinstance(result, AttemptResult)
             assert result.outcome == "error"
             assert "solver could not start" in result.detail
+
+
+# --------------------------------------------------------------------------- default scratch
+
+MOUNTS_TEXT = """\
+/dev/vda / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
+tmpfs /run tmpfs rw 0 0
+/dev/vdb /run/data xfs rw 0 0
+tmpfs /srv/my\\040scratch tmpfs rw 0 0
+/dev/vdc /mnt/over ext4 rw 0 0
+tmpfs /mnt/over tmpfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/", "ext4"),
+    ("/tmp", "ext4"),
+    ("/dev/shm", "tmpfs"),
+    ("/dev/shm/sealbench-run-1/attempt-x", "tmpfs"),
+    ("/dev/shmore", "ext4"),  # a sibling whose name starts like the mount point
+    ("/run/data/x", "xfs"),  # the deepest mount point wins
+    ("/run/other", "tmpfs"),
+    ("/srv/my scratch/a", "tmpfs"),  # \040 is a space in /proc/self/mounts
+    ("/srv/my", "ext4"),
+    ("/mnt/over/a", "tmpfs"),  # mounted over: the last mount on a point is the visible one
+])
+def test_mount_type_of_a_path(path: str, expected: str) -> None:
+    assert mount_type(Path(path), MOUNTS_TEXT) == expected
+
+
+def test_mount_type_without_a_covering_mount_is_none() -> None:
+    assert mount_type(Path("/x"), "tmpfs /dev/shm tmpfs rw 0 0\n") is None
+
+
+@pytest.mark.parametrize("where", ["/dev/shm", "/", "tmp"])
+def test_mount_type_agrees_with_stat_on_this_host(where: str, tmp_path: Path) -> None:
+    """What /proc/self/mounts says about being a tmpfs is what the kernel says (`stat -f`)."""
+    path = tmp_path if where == "tmp" else Path(where)
+    if not path.exists():
+        pytest.skip(f"{path} does not exist here")
+    kernel = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    ours = mount_type(path.resolve(), Path("/proc/self/mounts").read_text())
+    assert (ours == "tmpfs") == (kernel == "tmpfs")
+
+
+@pytest.fixture
+def no_scratch_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    monkeypatch.delenv("SEALBENCH_SCRATCH", raising=False)
+    return monkeypatch
+
+
+def _shm_or_skip() -> Path:
+    shm = Path("/dev/shm")
+    if memory_scratch_room(shm) == 0:
+        pytest.skip("no writable tmpfs at /dev/shm here")
+    return shm
+
+
+def test_the_default_scratch_is_the_tmpfs_when_it_has_room(no_scratch_env: pytest.MonkeyPatch
+                                                           ) -> None:
+    shm = _shm_or_skip()
+    assert scratch_root(min_free=1) == shm
+    assert scratch_root(min_free=memory_scratch_room(shm) * 4 + (1 << 40)) == \
+        Path(tempfile.gettempdir())  # no room: the system temp dir
+
+
+def test_a_default_scratch_that_is_no_tmpfs_is_not_taken(no_scratch_env: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """Only a tmpfs is taken for the memory default: a disk directory (or none at all) in
+    its place leaves the system temp dir."""
+    kernel = subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    if kernel == "tmpfs":
+        pytest.skip("the temp dir is itself a tmpfs here")
+    for stand_in in (tmp_path, tmp_path / "missing", tmp_path / "file"):
+        (tmp_path / "file").touch()
+        no_scratch_env.setattr(harness_module, "MEMORY_SCRATCH", stand_in)
+        assert memory_scratch_room(stand_in) == 0
+        assert scratch_root(min_free=1) == Path(tempfile.gettempdir())
+
+
+def test_sealbench_scratch_overrides_the_memory_default(no_scratch_env: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    _shm_or_skip()
+    no_scratch_env.setenv("SEALBENCH_SCRATCH", str(tmp_path))
+    assert scratch_root(min_free=1) == tmp_path
+    no_scratch_env.setenv("SEALBENCH_SCRATCH", str(tmp_path / "missing"))
+    with pytest.raises(BadInput, match=r"SEALBENCH_SCRATCH .*missing: not an existing"):
+        scratch_root()
+
+
+def test_a_harness_without_sealbench_scratch_works_in_memory(
+        tmp_path: Path, no_scratch_env: pytest.MonkeyPatch) -> None:
+    """Attempts laid out in the tmpfs default behave as on disk: the oracle passes, the
+    do-nothing solver fails, and the run's scratch is gone afterwards."""
+    shm = _shm_or_skip()
+    if memory_scratch_room(shm) < MEMORY_SCRATCH_MIN_FREE:
+        pytest.skip("/dev/shm has less room than the default asks for")
+    harness = _harness(tmp_path)
+    with harness:
+        assert harness.scratch.parent == shm
+        task = harness.protocol.dataset[0]
+        oracle = harness.attempt(task, OracleSolver())
+        nothing = harness.attempt(task, DoNothingSolver())
+        assert isinstance(oracle, AttemptResult) and oracle.outcome == "pass"
+        assert isinstance(nothing, AttemptResult) and nothing.outcome == "fail"
+    assert not harness.scratch.exists()
+
+
+LOOK_AROUND = """
+import os, sys
+seen = []
+for top, dirs, files in os.walk("/dev/shm"):
+    seen += [os.path.join(top, n) for n in dirs + files]
+print("\\n".join(seen))
+"""
+
+
+def test_on_the_memory_scratch_the_solver_sees_only_its_own_attempt(
+        tmp_path: Path, no_scratch_env: pytest.MonkeyPatch) -> None:
+    """With the default scratch in the host's /dev/shm, the solver's /dev/shm is still its
+    own empty tmpfs: only the path down to its own workspace, side files and HOME is there —
+    no other file of the host's /dev/shm, not the run's object store or oracles."""
+    shm = _shm_or_skip()
+    if memory_scratch_room(shm) < MEMORY_SCRATCH_MIN_FREE:
+        pytest.skip("/dev/shm has less room than the default asks for")
+    decoy = Path(tempfile.mkdtemp(prefix="sealbench-decoy-", dir=shm))
+    (decoy / "secret.txt").write_text("host data")
+    script = tmp_path / "look.py"
+    script.write_text(LOOK_AROUND)
+    try:
+        harness = _harness(tmp_path)
+        with harness:
+            task = harness.protocol.dataset[0]
+            argv = (sys.executable, str(script))
+            result = harness.attempt(task, CommandSolver(argv, visible=command_files(argv)))
+            assert isinstance(result, AttemptResult), result
+            seen = set(result.stdout.decode().split())
+            run_dir = harness.scratch
+            attempt = next(Path(p) for p in seen if Path(p).parent == run_dir)
+            assert attempt.name.startswith("attempt-")
+            allowed = {str(run_dir), str(attempt)}
+            for part in ("workspace", "side", "home"):
+                allowed.add(str(attempt / part))
+            strays = {p for p in seen if p not in allowed
+                      and not p.startswith(f"{attempt}/workspace/")
+                      and not p.startswith(f"{attempt}/side/")}
+            assert strays == set(), strays
+            assert not any("decoy" in p or "objects.git" in p or "oracles" in p for p in seen)
+    finally:
+        shutil.rmtree(decoy, ignore_errors=True)

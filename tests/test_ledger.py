@@ -409,3 +409,60 @@ def test_a_published_v2_run_still_reports_after_migration(published, tmp_path: P
     assert (again["n"], again["mean"], again["ci95"]) == (report["n"], report["mean"],
                                                           report["ci95"])
     assert again["records"]["settings_chained"] == "since migration from ledger v2"
+
+
+def _record(outcome: str = "pass") -> dict[str, Any]:
+    return {"outcome": outcome, "detail": "", "score": int(outcome == "pass"), "duration": 0.0}
+
+
+def _vm_steps(ledger: Ledger, action: Any) -> int:
+    """SQLite virtual-machine steps (in hundreds) one ledger call takes: work, not seconds."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    ledger.db.set_progress_handler(count, 100)
+    try:
+        action()
+    finally:
+        ledger.db.set_progress_handler(None, 100)
+    return steps[0]
+
+
+def test_recording_an_attempt_does_not_walk_the_runs_earlier_attempts(tmp_path: Path) -> None:
+    """Issue 13 (100,000 tasks): add_attempt's lookup of the task's earlier record once walked
+    the primary key through every attempt of the run, so a run cost O(n²). The work of
+    recording one attempt must not grow with how many the run already holds."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.create_run("big", "p", "0" * 64, "true", "none", {"expected": {"dataset": 0}})
+    steps: dict[int, int] = {}
+    for done in range(1001):
+        if done in (50, 1000):
+            steps[done] = _vm_steps(ledger, lambda d=done: ledger.add_attempt(
+                "big", "dataset", f"t{d}", 0, _record()))
+        else:
+            ledger.add_attempt("big", "dataset", f"t{done}", 0, _record())
+    assert steps[1000] <= 2 * steps[50] + 5, steps
+    # the lookup still finds the task's latest record: a recorded attempt is never recorded twice
+    with pytest.raises(sqlite3.IntegrityError):
+        ledger.add_attempt("big", "dataset", "t7", 0, _record())
+
+
+def test_reading_a_runs_controls_does_not_walk_its_dataset_attempts(tmp_path: Path) -> None:
+    """Issue 13: the runner reads the controls' records after each control finishes; that
+    read must not walk every dataset attempt of the run. Rows come back in chain order."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.create_run("big", "p", "0" * 64, "true", "none", {"expected": {"dataset": 0}})
+    ledger.add_attempt("big", "null_pack", "NP-B", 0, _record("fail"))
+    steps: dict[int, int] = {}
+    for done in range(1001):
+        if done in (50, 1000):
+            steps[done] = _vm_steps(ledger, lambda: ledger.attempts("big", "null_pack"))
+        ledger.add_attempt("big", "dataset", f"t{done}", 0, _record())
+        if done == 500:
+            ledger.add_attempt("big", "null_pack", "NP-A", 0, _record())
+    assert steps[1000] <= 2 * steps[50] + 5, steps
+    assert [r.task_id for r in ledger.attempts("big", "null_pack")] == ["NP-B", "NP-A"]
+    assert [r.seq for r in ledger.attempts("big")] == sorted(r.seq for r in ledger.attempts("big"))

@@ -3,6 +3,7 @@ interface (docs/protocol.md#the-metric)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from sealbench.metric import METRIC_LOG_BYTES, MetricHung, MetricRunner
 from sealbench.protocol import MetricRef, Task
 from sealbench.rescore import rescore
 from sealbench.runner import RunOptions, run
+from sealbench.sandbox import CagePool, detect
 from sealbench.sealing import seal, verify
 
 TASK = Task(id="t", kind="dataset", oracle=Path("/nonexistent"), repo=None, prompt="",
@@ -321,3 +323,49 @@ def test_interface_2_sees_test_results_and_a_read_only_graded_workspace(tmp_path
     # verify-report --protocol grades every stored diff again the same way: the hidden tests
     # run again and the metric reads the rebuilt workspace; it agrees with every record
     assert rescore(ledger, result.run_id, verify(proto, ledger=ledger)) == []
+
+
+def _processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is `directory` (a metric worker's is the
+    run's scratch dir)."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == str(directory):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("loads", [True, False])
+def test_the_sandboxed_worker_starts_beside_the_load_check_and_none_is_left_behind(
+        tmp_path: Path, loads: bool) -> None:
+    """Under bubblewrap the plain load check and the sandboxed worker start together; a module
+    that does not load is bad input with neither left running, one that loads scores in the
+    sandboxed worker with the plain one gone."""
+    sandbox = detect()
+    if sandbox.kind != "bwrap":
+        pytest.skip(f"needs bubblewrap: {sandbox.reason}")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cages = CagePool()
+    code = "def score(d, o):\n    return {'pass': d == 'ok'}\n" if loads else "def score(:\n"
+    try:
+        if not loads:
+            with pytest.raises(BadInput, match="SyntaxError"):
+                MetricRunner(MetricRef(module="./m.py"), code.encode(), scratch, sandbox,
+                             cages=cages)
+            assert _processes_in(scratch) == []
+            return
+        runner = MetricRunner(MetricRef(module="./m.py"), code.encode(), scratch, sandbox,
+                              cages=cages)
+        try:
+            assert len(_processes_in(scratch)) == 1  # the sandboxed worker (its bwrap)
+            assert _score(runner, diff="ok").passed is True
+        finally:
+            runner.close()
+        assert _processes_in(scratch) == []
+    finally:
+        cages.close()

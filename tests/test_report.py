@@ -329,3 +329,38 @@ def test_a_resumed_run_lists_the_attempt_it_lost_in_report_json(tmp_path: Path) 
         {"phase": "dataset", "task_id": "toy-001", "epoch": 0,
          "how": "the run died while it ran"}]
     assert verify_report(result.report, ledger) == []
+
+
+def test_a_report_reads_the_runs_attempt_records_once(tmp_path: Path) -> None:
+    """Issue 13: a report of 100,000 attempts held two full copies of their records (one for
+    the figures, one for the chain's links). The records are read from the ledger once, and
+    the report is the one the run published."""
+    from sealbench.report import build_report
+
+    published = golden_run(tmp_path)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    statements: list[str] = []
+    ledger.db.set_trace_callback(statements.append)
+    again = build_report(ledger, "golden-run")
+    reads = [s for s in statements if s.startswith("SELECT seq, phase, task_id, epoch, record")]
+    assert len(reads) == 1, reads
+    assert normalized(again) == normalized(published)
+
+
+@pytest.mark.parametrize(("record", "kept"), [
+    ({"outcome": "pass", "stratum": "a", "cluster": "c", "duration": 0.5, "detail": "eq",
+      "diff": "0" * 64, "metric": {"pass": True}},
+     {"outcome": "pass", "stratum": "a", "cluster": "c", "duration": 0.5}),
+    ({"outcome": "fail", "stratum": None, "cluster": None, "tests": {"results": {}}},
+     {"outcome": "fail", "stratum": None, "cluster": None}),  # an old record: no duration
+    ({"outcome": "infrastructure_error", "detail": "metric crashed", "tries": 3,
+      "duration": 0.0, "stratum": "s", "cluster": "k"},
+     {"outcome": "infrastructure_error", "detail": "metric crashed", "duration": 0.0,
+      "stratum": "s", "cluster": "k"}),  # listed in the report with its detail
+])
+def test_a_report_keeps_what_its_figures_read_of_each_dataset_record(
+        record: dict[str, Any], kept: dict[str, Any]) -> None:
+    """Issue 13: a report holds, per dataset attempt, only the fields its figures come from."""
+    from sealbench.report import _report_fields
+
+    assert _report_fields(record) == kept

@@ -346,3 +346,26 @@ def test_a_flow_section_without_sha256_gets_one_inserted(toy: Path, tmp_path: Pa
     digest = _digests(toy)["metric"]
     assert f'metric: {{sha256: "{digest}", module: ./metric.py}}  # written inline\n' \
         in result.sealed_path.read_text()
+
+
+def _lock(files: int, *, environment: bool = False, path: str = "oracles/t{i}.patch") -> Lock:
+    from sealbench.environment import EnvironmentRecord
+    from sealbench.sealing import LockedFile
+
+    env = EnvironmentRecord(python="3.11", python_full="3.11.7", requirements_sha256="a" * 64,
+                            digest="b" * 64) if environment else None
+    return Lock(format="sealbench-lock/v3", protocol_id="p.v1", identity="sha256:" + "c" * 64,
+                sealed_yaml_sha256="d" * 64, environment=env,
+                files=[LockedFile(path=path.format(i=i), role="oracle", sha256=f"{i:064x}",
+                                  size=i, mode="100644") for i in range(files)])
+
+
+@pytest.mark.parametrize("lock", [
+    _lock(0), _lock(1), _lock(3, environment=True), _lock(500),
+    _lock(2, path="données/tâche \"{i}\"\t.patch"),  # escaped, non-ASCII as \\u
+], ids=["empty", "one", "environment", "many", "odd-characters"])
+def test_lock_text_is_the_json_dumps_it_always_was(lock: Lock) -> None:
+    """Issue 13: the lock is written piece by piece (a 100,000-file manifest joined ~100 MiB
+    of pieces); its bytes, which the golden lock pins, must be those of json.dumps."""
+    assert lock_text(lock) == json.dumps(lock.model_dump(mode="json", exclude_none=True),
+                                         indent=2, sort_keys=True) + "\n"

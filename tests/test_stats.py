@@ -784,3 +784,23 @@ def test_paired_ci_contains_diff(data: st.DataObject, use_clusters: bool) -> Non
     assert 0.0 <= cmp.p_value <= 1.0
     binary = (set(a) | set(b)) <= {0.0, 1.0}
     assert (cmp.table is None) == (not binary)
+
+
+def test_prefetch_imports_scipy_stats_in_the_background() -> None:
+    """A run starts importing scipy.stats while its attempts run (the report needs it); in a
+    fresh interpreter the import happens on another thread, and once done it is not redone."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading\n"
+            "from sealbench.stats import prefetch_scipy_stats\n"
+            "assert 'scipy.stats' not in sys.modules\n"
+            "thread = prefetch_scipy_stats()\n"
+            "assert thread is not None and thread is not threading.current_thread()\n"
+            "thread.join()\n"
+            "assert 'scipy.stats' in sys.modules\n"
+            "assert prefetch_scipy_stats() is None\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr

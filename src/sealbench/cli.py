@@ -2,44 +2,41 @@
 
 Exit statuses, for every command: 0 done, 2 bad input or usage, 3 refused (unsealed, tampered,
 gate failed, below min_n, non-comparable).
+
+Start-up: this module is imported by every command, `--help` and `--version` included, so at
+module level it imports only click and what the options are declared with (errors, textsafe,
+constants: modules that import nothing heavy). Every command imports the modules that do its
+work inside its own function, and rich's consoles are made on first use (_Console): the
+ledger, rich, pydantic's protocol model, the harness, numpy and scipy, cryptography are paid
+for only by the commands that use them. tests/test_startup.py checks which modules each light
+command loads; bench/bench_startup.py measures the time.
 """
 
 from __future__ import annotations
 
-import difflib
 import errno
 import json
 import os
 import signal
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
 from sealbench import __version__
-from sealbench.compare import compare_runs
-from sealbench.compare import to_json as compare_json
-from sealbench.compare import to_markdown as compare_markdown
-from sealbench.compare import to_text as compare_text
-from sealbench.doctor import diagnose
-from sealbench.egress import egress_lines
-from sealbench.environment import cache_summary
+from sealbench.constants import (
+    DEFAULT_TIMEOUT_SEC,
+    EXAMPLE,
+    EXAMPLES,
+    PREDICTIONS_FORMAT,
+    SIGNING_KEY_ENV,
+)
 from sealbench.errors import (
     EXIT_REFUSED,
     BadInput,
@@ -48,73 +45,54 @@ from sealbench.errors import (
     SealbenchError,
     path_error,
 )
-from sealbench.events import EventWriter
-from sealbench.example import EXAMPLE, EXAMPLES, solver_command
-from sealbench.example import demo as run_demo
-from sealbench.example import init as init_example
-from sealbench.ledger import (
-    AttemptRow,
-    Ledger,
-    RunRow,
-    check_ledger_path,
-    default_path,
-    export_lines,
-)
-from sealbench.logs import (
-    attempt_logs,
-    duration_text,
-    show_document,
-)
-from sealbench.logs import failed as is_failed
-from sealbench.report import (
-    REPORT_FORMAT,
-    NotPublishable,
-    build_report,
-    headline_text,
-    network_text,
-    stored_report_problems,
-    to_html,
-    to_json,
-    to_markdown,
-    verify_report,
-)
-from sealbench.rescore import rescore
-from sealbench.runner import RunControl, RunOptions, RunResult, TrialResult, check_kept_out
-from sealbench.runner import resume as resume_run
-from sealbench.runner import run as run_protocol
-from sealbench.runner import trial as trial_protocol
-from sealbench.sealing import seal as seal_protocol
-from sealbench.sealing import verify as verify_protocol
-from sealbench.signing import (
-    SIGNING_KEY_ENV,
-    PublicKey,
-    SigningKey,
-    Verdict,
-    check_not_a_key,
-    check_signature,
-    generate_key,
-    load_public_key,
-    load_signing_key,
-    parse_report,
-    sign_report,
-)
-from sealbench.swebench import (
-    DEFAULT_TIMEOUT_SEC,
-    NULL_PACK_FILE,
-    PREDICTIONS_FORMAT,
-    REVIEW_FILE,
-    import_swebench,
-    prediction_lines,
-    predictions,
-)
 from sealbench.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    from sealbench.ledger import AttemptRow, Ledger, RunRow
+    from sealbench.runner import RunControl, RunResult, TrialResult
+    from sealbench.signing import PublicKey, SigningKey, Verdict
 
 EXIT_HELP = "\n\nExit status: 0 done, 2 bad input or usage, 3 refused."
 EXIT_HELP_RUN = EXIT_HELP[:-1] + ", 130 interrupted (resumable with --resume)."
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
-# tables piped to a file or another program keep whole lines instead of 80 columns
-tables = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+class _Console:
+    """A rich Console made the first time something is printed through it: importing rich
+    takes about as long as the rest of `--help`, which never prints through it. Made once,
+    under a lock: a run's first warning can come from an attempt's thread."""
+
+    def __init__(self, *, stderr: bool = False, soft_wrap: bool = False,
+                 tables: bool = False) -> None:
+        self._options: dict[str, Any] = {"stderr": stderr, "soft_wrap": soft_wrap,
+                                         "highlight": False}
+        if tables:  # piped to a file or another program: whole lines instead of 80 columns
+            self._options["width"] = None if sys.stdout.isatty() else 200
+        self._console: Console | None = None
+        self._making = threading.Lock()
+
+    @property
+    def console(self) -> Console:
+        with self._making:
+            if self._console is None:
+                from rich.console import Console
+
+                self._console = Console(**self._options)
+            return self._console
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.console.is_terminal
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self.console.print(*objects, **options)
+
+
+err = _Console(stderr=True, soft_wrap=True)
+out = _Console(soft_wrap=True)
+tables = _Console(tables=True)
 
 ledger_option = click.option(
     "--ledger", "ledger_path", type=click.Path(path_type=Path), default=None,
@@ -139,12 +117,16 @@ def sign_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
 
 def _ledger(path: Path | None, *, create: bool = True) -> Ledger:
     """The ledger a writing command uses (created when missing)."""
+    from sealbench.ledger import Ledger, default_path
+
     return Ledger(path or default_path(), create=create)
 
 
 def _reading_ledger(path: Path | None) -> Ledger:
     """The ledger a reading command uses: it must exist and is opened read-only, so an
     archived ledger on read-only media can be listed and verified."""
+    from sealbench.ledger import Ledger, default_path
+
     return Ledger(path or default_path(), create=False, readonly=True)
 
 
@@ -225,6 +207,8 @@ EXAMPLE_OPTION = click.option(
 @click.argument("directory", type=click.Path(path_type=Path))
 @EXAMPLE_OPTION
 def init(directory: Path, example: str) -> None:
+    from sealbench.example import init as init_example
+
     with _errors():
         dest = init_example(directory, example)
     out.print(f"wrote the {example} example to {dest}; next: sealbench seal {dest}",
@@ -243,6 +227,8 @@ def init(directory: Path, example: str) -> None:
 @find_links_option
 def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str,
          find_links: Path | None) -> None:
+    from sealbench.sealing import seal as seal_protocol
+
     with _errors():
         result = seal_protocol(directory, ledger=_ledger(ledger_path), jobs=jobs,
                                sandbox=sandbox,  # type: ignore[arg-type]
@@ -258,6 +244,9 @@ def seal(directory: Path, ledger_path: Path | None, jobs: int, sandbox: str,
 @click.argument("directory", type=click.Path(path_type=Path))
 @ledger_option
 def verify(directory: Path, ledger_path: Path | None) -> None:
+    from sealbench.ledger import check_ledger_path, default_path
+    from sealbench.sealing import verify as verify_protocol
+
     with _errors():
         path = ledger_path or default_path()
         # no ledger yet is fine (the seal alone is checked); a path that cannot be one is not
@@ -272,6 +261,8 @@ def verify(directory: Path, ledger_path: Path | None) -> None:
               "give to `verify-report --pubkey`. Never overwrites a file." + EXIT_HELP)
 @click.argument("path", type=click.Path(path_type=Path))
 def keygen(path: Path) -> None:
+    from sealbench.signing import generate_key
+
     with _errors():
         key, public = generate_key(path)
     out.print(f"private key {path} (keep it; never share it)\npublic key  {public}\n"
@@ -349,8 +340,17 @@ def _progress(*, quiet: bool = False) -> Iterator[Progress | None]:
     if quiet or not err.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err,
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err.console,
                   transient=True) as progress:
         yield progress
 
@@ -364,6 +364,9 @@ def _event_file(path: Path | None, protocol_dir: Path, ledger: Ledger,
     if path is None:
         yield lambda _kind, _data: None
         return
+    from sealbench.events import EventWriter
+    from sealbench.runner import check_kept_out
+
     check_kept_out("--events", path, protocol_dir, ledger, "which --events would overwrite")
     if report is not None and path.resolve() in {
             report.resolve().with_suffix(suffix) for suffix in (".json", ".md", ".html")}:
@@ -386,6 +389,8 @@ def _event_file(path: Path | None, protocol_dir: Path, ledger: Ledger,
 
 
 def _print_result(result: RunResult) -> None:
+    from sealbench.report import headline_text, network_text
+
     report = result.report
     gate = report["null_pack"]["controls"]
     out.print("\n".join([
@@ -419,6 +424,12 @@ def _print_result(result: RunResult) -> None:
               "e.g. \"bash ./solve.sh\"; the reference solvers are rulebook, do-nothing and "
               "gullible (give the name alone).")
 @click.option("--jobs", default=1, show_default=True, help="Attempts run in parallel.")
+@click.option("--executor", default="local", show_default=True, metavar="local|ray",
+              help="Where attempts run: this machine's threads, or a Ray cluster (needs "
+                   "sealbench[ray]; docs/scale.md). A resume may use another one.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="With --executor ray: the cluster to join (e.g. auto, or HOST:6379); "
+                   "default: start a local Ray instance.")
 @click.option("--timeout-scale", default=1.0, show_default=True,
               help="Multiply budget.timeout_sec (slow machines); recorded in the ledger.")
 @click.option("--epochs", default=1, show_default=True, help="Attempts per dataset task.")
@@ -463,13 +474,21 @@ def _print_result(result: RunResult) -> None:
 @sign_option("the published report (report.json; report.md and .html show the key)")
 @find_links_option
 @ledger_option
-def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: int,
+def run(directory: Path, solver: str, jobs: int, executor: str, ray_address: str | None,
+        timeout_scale: float, epochs: int,
         report_path: Path | None, sandbox: str, resume_id: str | None, force: bool,
         run_id: str | None,
         hide: tuple[Path, ...], expose: tuple[Path, ...], env: tuple[str, ...],
         home_from: Path | None, allow_hosts: tuple[str, ...], tasks: tuple[str, ...],
         limit: int | None, events_path: Path | None, quiet: bool, sign_path: Path | None,
         find_links: Path | None, ledger_path: Path | None) -> None:
+    from sealbench.example import solver_command
+    from sealbench.runner import RunControl, RunOptions, TrialResult
+    from sealbench.runner import resume as resume_run
+    from sealbench.runner import run as run_protocol
+    from sealbench.runner import trial as trial_protocol
+    from sealbench.signing import check_not_a_key
+
     if solver in ("rulebook", "do-nothing", "gullible"):
         solver = solver_command(solver)
     # the stream names the task each attempt runs: a solver that could read it (an exposed
@@ -484,7 +503,7 @@ def run(directory: Path, solver: str, jobs: int, timeout_scale: float, epochs: i
                          report_path=report_path, sandbox=sandbox,  # type: ignore[arg-type]
                          hide=hidden, expose=expose, find_links=find_links, env=env,
                          home_from=home_from, allow_hosts=allow_hosts, tasks=tasks, limit=limit,
-                         signer=signer)
+                         signer=signer, executor=executor, ray_address=ray_address)
     control = RunControl()
     result: RunResult | TrialResult
     if force and resume_id is None:
@@ -514,6 +533,8 @@ def _run_signer(sign_path: Path | None, *, trial: bool, hidden: tuple[Path, ...]
     """The key `run` signs with, loaded before the run starts, and the paths to hide. A trial
     writes no report: `--sign` given with one is refused (by the runner); a key that comes from
     $SEALBENCH_SIGNING_KEY is not used, but its file is still hidden from the solver."""
+    from sealbench.signing import load_signing_key
+
     if sign_path is None:
         return None, hidden
     source = click.get_current_context().get_parameter_source("sign_path")
@@ -525,6 +546,8 @@ def _run_signer(sign_path: Path | None, *, trial: bool, hidden: tuple[Path, ...]
 def _print_trial(result: TrialResult) -> None:
     """One line per attempt — task, outcome, duration, detail — and no rate: a trial checks
     the wiring. Its exit status is 0 whatever the outcomes."""
+    from sealbench.logs import duration_text
+
     rows = [(a.task_id if a.epoch == 0 else f"{a.task_id}#{a.epoch}", a.record["outcome"],
              duration_text(a.record.get("duration")),
              str(a.record.get("detail", ""))[:120]) for a in result.attempts]
@@ -538,7 +561,10 @@ def _print_trial(result: TrialResult) -> None:
 
 @contextmanager
 def _interrupts(control: RunControl) -> Iterator[None]:
-    """Ctrl-C once: finish running attempts and stop; twice: kill them too."""
+    """Ctrl-C once: finish running attempts and stop; twice: kill them too. The handler
+    prints through `err`, made here first: a handler making it could interrupt this very
+    thread making it, under its lock."""
+    err.console  # noqa: B018 (made now, for the handler)
 
     def handler(_signum: int, _frame: object) -> None:
         if control.interrupt() == 1:
@@ -562,6 +588,9 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 @sign_option("the recomputed report (--format json only)")
 @ledger_option
 def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | None) -> None:
+    from sealbench.report import NotPublishable, build_report, to_html, to_json, to_markdown
+    from sealbench.signing import sign_report
+
     with _errors():
         signer = _report_signer(sign_path, fmt)
         ledger = _reading_ledger(ledger_path)
@@ -583,6 +612,8 @@ def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | No
 def _signable(ledger: Ledger, run_id: str, data: dict[str, Any]) -> None:
     """A signature vouches for the records too: never sign a report whose run's chain or
     artifacts do not verify (exit 3, each problem named)."""
+    from sealbench.report import verify_report
+
     problems = verify_report(data, ledger)
     if problems:
         raise Refused(f"run {run_id}: its records do not verify; not signing", problems)
@@ -600,6 +631,8 @@ def _report_signer(sign_path: Path | None, fmt: str) -> SigningKey | None:
             return None
         raise BadInput(f"--sign: applies to --format json only (the signature covers the JSON "
                        f"report; {fmt} is a rendering of it)")
+    from sealbench.signing import load_signing_key
+
     return load_signing_key(sign_path)
 
 
@@ -619,6 +652,8 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
     if fmt == "json":
         out.print(json.dumps(summaries, indent=2), markup=False)
         return
+    from rich.table import Table
+
     table = Table("run", "kind", "protocol", "state", "attempts", "result", "solver")
     for s in summaries:
         done = sum(s["attempts"].values())
@@ -647,6 +682,9 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
 @ledger_option
 def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
          diff_task: str | None, ledger_path: Path | None) -> None:
+    from sealbench.logs import failed as is_failed
+    from sealbench.logs import show_document
+
     with _errors():
         if full and task_id is None:
             raise BadInput("--full: applies only with --task TASK_ID")
@@ -682,6 +720,8 @@ def show(run_id: str, task_id: str | None, full: bool, failed: bool, fmt: str,
 def _of_task(attempts: list[AttemptRow], run_id: str, task_id: str) -> list[AttemptRow]:
     chosen = [a for a in attempts if a.task_id == task_id]
     if not chosen:
+        import difflib
+
         close = difflib.get_close_matches(task_id, sorted({a.task_id for a in attempts}), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise BadInput(f"run {run_id} has no attempt of task '{task_id}'{hint}")
@@ -702,6 +742,11 @@ def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
     kind = "trial" if row.trial else "run"
     out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {row.state}  "
                             f"solver {row.solver}"), markup=False)
+    from rich.table import Table
+
+    from sealbench.egress import egress_lines
+    from sealbench.logs import duration_text
+
     table = Table("phase", "task", "epoch", "outcome", "duration", "exit", "detail")
     for a in attempts:  # details quote the solver (refusals, stderr): never raw
         code = a.record.get("returncode")
@@ -720,6 +765,9 @@ def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
 def _print_logs(ledger: Ledger, attempts: list[AttemptRow], *, full: bool) -> None:
     """Everything recorded of each attempt, for wiring an agent; the solver's words are
     shown through terminal_safe."""
+    from sealbench.egress import egress_lines
+    from sealbench.logs import attempt_logs, duration_text
+
     for a in attempts:
         record = a.record
         code = record.get("returncode")
@@ -766,6 +814,9 @@ def _write(text: str) -> None:
 @ledger_option
 def export(run_id: str, output: Path | None, fmt: str, model_name: str | None,
            ledger_path: Path | None) -> None:
+    from sealbench.ledger import export_lines
+    from sealbench.swebench import prediction_lines, predictions
+
     with _errors():
         if model_name is not None and fmt != PREDICTIONS_FORMAT:  # usage first: no ledger read
             raise BadInput(f"--model-name: applies only to --format {PREDICTIONS_FORMAT}")
@@ -840,6 +891,8 @@ def import_group() -> None:
 def import_swebench_cmd(instances: Path, repos: Path, out_dir: Path, null_pack: Path | None,
                         protocol_id: str | None, min_n: int | None, timeout_sec: float,
                         python: str, requirements: Path | None) -> None:
+    from sealbench.swebench import NULL_PACK_FILE, REVIEW_FILE, import_swebench
+
     with _errors():
         result = import_swebench(instances, repos=repos, out=out_dir, null_pack=null_pack,
                                  protocol_id=protocol_id, min_n=min_n, timeout_sec=timeout_sec,
@@ -870,6 +923,11 @@ def import_swebench_cmd(instances: Path, repos: Path, out_dir: Path, null_pack: 
 @ledger_option
 def verify_report_cmd(report_file: Path, protocol_dir: Path | None, pubkey_path: Path | None,
                       ledger_path: Path | None) -> None:
+    from sealbench.report import REPORT_FORMAT, verify_report
+    from sealbench.rescore import rescore
+    from sealbench.sealing import verify as verify_protocol
+    from sealbench.signing import check_signature, load_public_key, parse_report
+
     with _errors():
         pubkey: PublicKey | None = None
         if pubkey_path is not None:
@@ -937,6 +995,8 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     """One line of `runs`: the state the chain says; a run whose records are not intact shows
     its first problem instead of any figure."""
+    from sealbench.report import headline_text, stored_report_problems
+
     problems = [p.text for p in ledger.integrity(row.run_id)]
     if not problems and row.report is not None:
         problems = stored_report_problems(ledger, row.run_id)
@@ -976,6 +1036,11 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
               show_default=True)
 @ledger_option
 def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
+    from sealbench.compare import compare_runs
+    from sealbench.compare import to_json as compare_json
+    from sealbench.compare import to_markdown as compare_markdown
+    from sealbench.compare import to_text as compare_text
+
     with _errors():
         result = compare_runs(_reading_ledger(ledger_path), run_a, run_b)
     render = {"text": compare_text, "json": compare_json, "md": compare_markdown}[fmt]
@@ -987,6 +1052,9 @@ def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
               "model-api only the egress proxy is reached), stray "
               "processes are reaped, attempts get a process limit." + EXIT_HELP)
 def doctor() -> None:
+    from sealbench.doctor import diagnose
+    from sealbench.environment import cache_summary
+
     sandbox, checks = diagnose()
     for check in checks:
         mark = "ok  " if check.held else "FAIL"
@@ -1008,6 +1076,8 @@ def doctor() -> None:
 @EXAMPLE_OPTION
 @find_links_option
 def demo(directory: Path | None, jobs: int, example: str, find_links: Path | None) -> None:
+    from sealbench.example import demo as run_demo
+
     with _errors(), _progress() as progress:
         result = run_demo(directory, jobs=jobs, on_event=_progress_events(progress),
                           example=example, find_links=find_links)

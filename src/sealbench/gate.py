@@ -7,7 +7,12 @@ or the metric cannot be trusted, so the whole run is invalid and no rate is comp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+# An attempt's outcome (docs/running.md#outcomes), here rather than in solver.py so that reading
+# outcomes back (report) does not import the harness.
+Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 
 RULE_TEXT = {
     "must_pass": "failed open: a trivial control did not pass, so the runner or solver is broken",

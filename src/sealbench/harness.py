@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from sealbench.environment import (
 )
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.metric import Grader, MetricHung, MetricRunner
+from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
@@ -59,20 +59,74 @@ def backoff(retry: int) -> float:
     return RETRY_BACKOFF_SEC[min(retry, len(RETRY_BACKOFF_SEC) - 1)]
 
 
-def scratch_root() -> Path:
-    """Where workspaces are laid out: `$SEALBENCH_SCRATCH`, else the system temp dir.
+# The default scratch when it is a tmpfs with room (docs/running.md#scratch): workspaces in
+# memory. Writing and removing a fixture's files and directories is a handful of metadata
+# operations per file, each a journal transaction on a disk file system that other
+# processes keep busy — several times the cost of the sandbox itself (bench/bench_overhead.py).
+MEMORY_SCRATCH = Path("/dev/shm")
+# what the tmpfs must have free to be chosen: room for several workspaces at their budget
+# (`budget.max_workspace_bytes` × --jobs is the operator's to provide; see docs/running.md)
+MEMORY_SCRATCH_MIN_FREE = 1 << 30
+MOUNTS = Path("/proc/self/mounts")
 
-    A tmpfs (e.g. /dev/shm) makes attempts cheaper — writing and deleting a fixture is most
-    of the harness's own cost — at the price of workspaces living in memory. A scratch root
-    that is not a directory is the user's input error, said in one line.
+
+def scratch_root(min_free: int = MEMORY_SCRATCH_MIN_FREE) -> Path:
+    """Where workspaces are laid out: `$SEALBENCH_SCRATCH` when set; else /dev/shm when it is
+    a writable tmpfs with at least min_free bytes free; else the system temp dir.
+
+    A scratch root that is not a directory is the user's input error, said in one line.
     """
     named = os.environ.get("SEALBENCH_SCRATCH")
-    root = Path(named or tempfile.gettempdir())
+    if named:
+        root = Path(named)
+        if not root.is_dir():
+            raise BadInput(f"SEALBENCH_SCRATCH {root}: not an existing directory; create it "
+                           "or point SEALBENCH_SCRATCH at one")
+        return root
+    if memory_scratch_room(MEMORY_SCRATCH) >= min_free:
+        return MEMORY_SCRATCH
+    root = Path(tempfile.gettempdir())
     if not root.is_dir():
-        source = "SEALBENCH_SCRATCH" if named else "the system temporary directory"
-        raise BadInput(f"{source} {root}: not an existing directory; create it or point "
-                       "SEALBENCH_SCRATCH at one")
+        raise BadInput(f"the system temporary directory {root}: not an existing directory; "
+                       "create it or point SEALBENCH_SCRATCH at one")
     return root
+
+
+def memory_scratch_room(path: Path) -> int:
+    """Bytes free for us on path when it is a directory this process may write in and the
+    mount it lies on is a tmpfs; 0 otherwise (then it is not used as the default scratch)."""
+    try:
+        if not (path.is_dir() and os.access(path, os.W_OK | os.X_OK)):
+            return 0
+        mounts = MOUNTS.read_text(encoding="utf-8", errors="replace")
+        if mount_type(path.resolve(), mounts) != "tmpfs":
+            return 0
+        info = os.statvfs(path)
+    except OSError:
+        return 0
+    return info.f_bavail * info.f_frsize
+
+
+def mount_type(path: Path, mounts: str) -> str | None:
+    """The file system type of the mount `path` (absolute, resolved) lies on, from the text
+    of /proc/self/mounts (the last of several mounts on one point is the visible one), or
+    None when no mount covers it. Mount points there escape spaces and such as octal."""
+    best: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(_unescape_mount(fields[1]))
+        if path == point or path.is_relative_to(point):
+            depth = len(point.parts)
+            if best is None or depth >= best[0]:
+                best = (depth, fields[2])
+    return None if best is None else best[1]
+
+
+def _unescape_mount(field: str) -> str:
+    """A mount point as /proc/self/mounts writes it, with its \\ooo escapes undone."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def sweep_stale_scratch(root: Path) -> None:
@@ -156,7 +210,8 @@ class Harness:
         self.environment = self._environment(environment, find_links)
         # what the solver is told its attempt is called (default: the task id itself)
         self.attempt_id = attempt_id or (lambda task, _epoch: task.id)
-        root = scratch or scratch_root()
+        root = scratch or scratch_root(max(MEMORY_SCRATCH_MIN_FREE,
+                                           protocol.spec.budget.max_workspace_bytes or 0))
         sweep_stale_scratch(root)
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-",
                                              dir=root))
@@ -333,18 +388,17 @@ class Harness:
     def attempt(self, task: Task, solver: Solver, epoch: int = 0) -> Finished:
         """One attempt, retried only when the harness (not the solver) failed, after a
         growing pause (see RETRY_BACKOFF_SEC); a user's abort cuts the pause short."""
-        last = ""
         label = self.attempt_id(task, epoch)
-        for retry in range(INFRA_RETRIES + 1):
-            if retry and self.context.abort.wait(backoff(retry - 1)):
-                return Interrupted(task.id)
-            try:
-                return run_attempt(task, solver, self.context, attempt_id=label)
-            except AttemptInterrupted:
-                return Interrupted(task.id)
-            except InfrastructureError as exc:
-                last = str(exc)
-        return InfraFailure(task.id, last, INFRA_RETRIES + 1)
+        return retried(task.id, self.context.abort,
+                       lambda: self.attempt_once(task, solver, label))
+
+    def attempt_once(self, task: Task, solver: Solver, label: str) -> Finished:
+        """One try of an attempt: its result, or Interrupted when the user killed it; raises
+        InfrastructureError when the harness failed (the caller retries) and MetricHung."""
+        try:
+            return run_attempt(task, solver, self.context, attempt_id=label)
+        except AttemptInterrupted:
+            return Interrupted(task.id)
 
     def run_all(
         self,
@@ -356,33 +410,26 @@ class Harness:
         on_started: Callable[[Task, int], None] = lambda _t, _e: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Run (task, epoch) jobs on `workers` threads. Starts and results are handed back on
-        this thread, so the ledger is written by one thread, in completion order; once
-        should_stop() is true no new job starts and the running ones finish."""
-        pending = iter(jobs)
-        running: dict[Future[Finished], tuple[Task, int]] = {}
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        """Run (task, epoch) jobs on `workers` threads of this machine (the local executor's
+        loop, sealbench.executor.drive: starts and results come back on this thread)."""
+        from sealbench.executor import drive
 
-            def fill() -> None:
-                while len(running) < max(1, workers) and not should_stop():
-                    job = next(pending, None)
-                    if job is None:
-                        return
-                    on_started(*job)
-                    running[pool.submit(self.attempt, job[0], solver, job[1])] = job
+        drive(jobs, workers, lambda task, epoch: self.attempt(task, solver, epoch),
+              on_finished, abort=self._abort, on_started=on_started,
+              should_stop=should_stop)
 
-            fill()
-            while running:
-                # a timeout keeps the main thread responsive to signals (Ctrl-C)
-                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    task, epoch = running.pop(future)
-                    try:
-                        result = future.result()
-                    except MetricHung:
-                        # the instrument broke: the attempts still running end now (killed,
-                        # never recorded) and the caller stops
-                        self._abort.set()
-                        raise
-                    on_finished(task, epoch, result)
-                fill()
+
+def retried(task_id: str, abort: threading.Event, once: Callable[[], Finished]) -> Finished:
+    """Call `once` until it returns, at most INFRA_RETRIES + 1 times: an InfrastructureError
+    is the harness's failure and is tried again after a growing pause, then becomes an
+    InfraFailure (never scored). The same rule on every executor: a lost Ray node is one
+    more InfrastructureError. A user's abort cuts a pause short (Interrupted)."""
+    last = ""
+    for retry in range(INFRA_RETRIES + 1):
+        if retry and abort.wait(backoff(retry - 1)):
+            return Interrupted(task_id)
+        try:
+            return once()
+        except InfrastructureError as exc:
+            last = str(exc)
+    return InfraFailure(task_id, last, INFRA_RETRIES + 1)

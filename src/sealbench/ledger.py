@@ -172,7 +172,7 @@ class RunRow:
         return self.options.get("kind") == "trial" or self.state in ("trial", "trial-running")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptRow:
     seq: int  # the position of the record in its run's chain
     phase: str
@@ -451,11 +451,14 @@ class Ledger:
                                "WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
         return [Link(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
 
-    def links(self, run_id: str) -> list[Link]:
-        """The run's whole chain, in order: events and attempt records merged by seq."""
+    def links(self, run_id: str, attempts: list[AttemptRow] | None = None) -> list[Link]:
+        """The run's whole chain, in order: events and attempt records merged by seq.
+        `attempts`: the run's attempts (self.attempts(run_id)) when the caller has read them
+        already — a report of 100,000 attempts then holds one copy of them, not two."""
+        if attempts is None:
+            attempts = self.attempts(run_id)
         merged = self.events(run_id) + [
-            Link(a.seq, "attempt", a.record, a.prev_digest, a.digest, a)
-            for a in self.attempts(run_id)]
+            Link(a.seq, "attempt", a.record, a.prev_digest, a.digest, a) for a in attempts]
         return sorted(merged, key=lambda link: link.seq)
 
     # ------------------------------------------------------------------ runs
@@ -612,9 +615,13 @@ class Ledger:
         with self.transaction() as db:
             db.execute("DELETE FROM inflight WHERE run_id=? AND phase=? AND task_id=? AND "
                        "epoch=?", (run_id, phase, task_id, epoch))
+            # `+seq`: ordering by the bare column lets SQLite walk the primary key (run_id,
+            # seq) backwards through every attempt of the run, each time: quadratic over a
+            # run. The task's index finds its one or two records; they are sorted in memory.
             before = db.execute(
                 "SELECT record FROM attempts WHERE run_id=? AND phase=? AND task_id=? AND "
-                "epoch=? ORDER BY seq DESC LIMIT 1", (run_id, phase, task_id, epoch)).fetchone()
+                "epoch=? ORDER BY +seq DESC LIMIT 1", (run_id, phase, task_id, epoch)
+            ).fetchone()
             if before is not None and json.loads(before[0])["outcome"] != "infrastructure_error":
                 raise sqlite3.IntegrityError(f"attempt {phase} {task_id} epoch {epoch} of run "
                                              f"{run_id} is already recorded")
@@ -628,14 +635,24 @@ class Ledger:
         return AttemptRow(seq, phase, task_id, epoch, record, prev, digest)
 
     def attempts(self, run_id: str, phase: str | None = None) -> list[AttemptRow]:
+        return list(self.iter_attempts(run_id, phase))
+
+    def iter_attempts(self, run_id: str, phase: str | None = None) -> Iterator[AttemptRow]:
+        """The run's attempt records in chain order, one at a time from a cursor: a reader
+        that keeps only part of each (a report of 100,000 attempts) never holds them all."""
         query = "SELECT seq, phase, task_id, epoch, record, prev_digest, digest FROM attempts " \
                 "WHERE run_id=?"
         args: tuple[str, ...] = (run_id,)
+        order = " ORDER BY seq"
         if phase is not None:
+            # `+seq`: the (run_id, phase, ...) index finds one phase's rows; ordering by the
+            # bare column walks the whole run instead (every dataset attempt, to read the
+            # controls' records after each control — a run's gate check)
             query += " AND phase=?"
             args = (run_id, phase)
-        rows = self.db.execute(query + " ORDER BY seq", args).fetchall()
-        return [AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+            order = " ORDER BY +seq"
+        for r in self.db.execute(query + order, args):
+            yield AttemptRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6])
 
     def attempt_counts(self, run_id: str) -> dict[str, int]:
         """Attempts recorded per phase, each (task, epoch) once (a re-run infrastructure

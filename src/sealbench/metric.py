@@ -138,15 +138,18 @@ class _Worker:
         argv = confine([sys.executable, "-I", "-c", WORKER, path, str(interface)])
         if self.cage is not None:
             argv = [*self.cage.prefix(), *argv]
-        with log.open("ab") as err, \
-                self.cage.spawning() if self.cage is not None else contextlib.nullcontext():
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
-                     "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
-                start_new_session=True,
-            )
+        with log.open("ab") as err:
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    argv, cwd=cwd,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                    env={"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
+                         "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
+                    start_new_session=True,
+                )
+
+            self.proc = self.cage.spawn(start) if self.cage is not None else start()
         self._buffer = b""
         self.send(str(len(code)).encode() + b"\n" + code)
 
@@ -256,22 +259,45 @@ class MetricRunner:
                               "(tampered)")
             # a module that does not load is bad input, found here once, in a plain process:
             # whether it loads must not depend on the sandbox working at this moment
-            plain = self._start(confined=False)
             if not self._sandboxed():
-                self._release(plain)  # the plain worker is what scoring uses anyway
+                self._release(self._start(confined=False))  # what scoring uses anyway
                 return
+            # the sandboxed worker scoring will use starts beside the plain check, not after
+            # it: each is an interpreter start-up, a fixed cost of every run
+            plain = self._spawn(confined=False)
+            try:
+                sandboxed: _Worker | None = self._spawn()
+            except (InfrastructureError, MetricFailure):  # each attempt tries again
+                sandboxed = None
+            try:
+                self._ready(plain, confined=False)
+            except BaseException:
+                if sandboxed is not None:
+                    sandboxed.kill()
+                raise
             plain.kill()
-            with contextlib.suppress(InfrastructureError):  # else each attempt tries again
-                self._release(self._start())
+            if sandboxed is not None:
+                with contextlib.suppress(InfrastructureError):  # else each attempt tries again
+                    self._release(self._ready(sandboxed, confined=True))
 
     def _start(self, *, confined: bool = True) -> _Worker:
+        return self._ready(self._spawn(confined=confined), confined=confined)
+
+    def _spawn(self, *, confined: bool = True) -> _Worker:
+        """A worker process started and given the sealed code; not yet known to have loaded
+        it (see _ready)."""
         assert self.code is not None and self.ref.module is not None
         with self._lock:
             self._started += 1
             number = self._started
-        worker = _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
-                         self.scratch / f"metric-{number}.log",
-                         self._confine if confined else (lambda argv: argv), self.cages)
+        return _Worker(self.code, self.ref.module, self.ref.interface, self.scratch,
+                       self.scratch / f"metric-{number}.log",
+                       self._confine if confined else (lambda argv: argv), self.cages)
+
+    def _ready(self, worker: _Worker, *, confined: bool) -> _Worker:
+        """The worker once it said it loaded the module; BadInput when the module does not
+        load (found in a plain process), InfrastructureError when only the sandbox failed."""
+        assert self.ref.module is not None
         try:
             first = worker.receive(self.ref.timeout_sec)
         except MetricFailure as exc:

@@ -65,12 +65,15 @@ def execute(
     oom_kills = cage.oom_kills() if cage is not None else 0
     if cage is not None:
         argv = [*cage.prefix(), *argv]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
+        )
+
     try:
-        with cage.spawning() if cage is not None else contextlib.nullcontext():
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
-            )
+        proc = cage.spawn(start) if cage is not None else start()
     except OSError as exc:
         return Execution(None, b"", f"solver could not start: {exc}".encode(),
                          duration=time.monotonic() - started)

@@ -3,6 +3,10 @@
 A report is a pure function of the ledger: the same run always gives the same bytes, and a
 reader holding the ledger can recompute every figure. A rate never appears without its protocol
 identity, n and 95% interval, and never for a run whose gate did not pass.
+
+The statistics (numpy, scipy) are imported inside the functions that compute figures:
+`sealbench runs` formats headlines with this module and recomputes a report only for a run
+that published one (cli.py's docstring, tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -10,29 +14,19 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from sealbench import __version__
 from sealbench.errors import SealbenchError
-from sealbench.gate import evaluate
+from sealbench.gate import OUTCOMES, evaluate
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, Link, RunRow
-from sealbench.solver import OUTCOMES
-from sealbench.stats import (
-    Headline,
-    cluster_labels,
-    derive_seed,
-    design_effect,
-    headline,
-    mdd_cluster_t,
-    mdd_mcnemar_against,
-    pass_at_k,
-    pass_hat_k,
-)
 from sealbench.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from sealbench.sealing import Sealed
+    from sealbench.stats import Headline
 
 REPORT_FORMAT = "sealbench-report/v3"
 
@@ -110,9 +104,11 @@ def _gate(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
 
 def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """The published report of a run, from the ledger alone; NotPublishable when none may be."""
+    from sealbench.stats import derive_seed
+
     run = ledger.run(run_id)
     _require_complete(ledger, run)
-    rows = ledger.attempts(run_id)  # read once; every figure below comes from these rows
+    rows = report_rows(ledger, run_id)  # read once; every figure below comes from these rows
     current = latest_rows(rows)
     dataset = [r for r in current if r.phase == "dataset"]
     null_pack = _gate(run, [r for r in current if r.phase == "null_pack"])
@@ -138,7 +134,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     head = published_headline(scores, seed=seed, ci_method=options["ci_method"],
                               strata_fixed=options.get("strata") == "fixed")
     counts = _outcome_counts(dataset)
-    links = covered_links(ledger.links(run_id))
+    links = covered_links(ledger.links(run_id, rows))
     return {
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
@@ -182,6 +178,26 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
     }
 
 
+# what a report reads of a dataset attempt's record: its figures come from these alone
+REPORT_FIELDS = ("outcome", "stratum", "cluster", "duration")
+
+
+def report_rows(ledger: Ledger, run_id: str) -> list[AttemptRow]:
+    """The run's attempts as a report reads them, streamed from the ledger: a control's record
+    whole (the gate judges it), a dataset attempt's only the fields its figures come from —
+    and its detail when it is an infrastructure error, which the report lists. 100,000 whole
+    records held ~450 MiB (issue 13); the report is the same."""
+    return [row if row.phase != "dataset" else replace(row, record=_report_fields(row.record))
+            for row in ledger.iter_attempts(run_id)]
+
+
+def _report_fields(record: dict[str, Any]) -> dict[str, Any]:
+    kept = {key: record[key] for key in REPORT_FIELDS if key in record}
+    if record["outcome"] == "infrastructure_error" and "detail" in record:
+        kept["detail"] = record["detail"]
+    return kept
+
+
 def covered_links(links: list[Link]) -> list[Link]:
     """The links a report covers: the chain up to (not including) its first published link,
     so the published link that follows a report never changes what verification recomputes."""
@@ -220,6 +236,8 @@ def published_headline(scores: dict[str, dict[str, Any]], *, seed: int, ci_metho
 
     Tasks sharing a `cluster` are clustered (a task without one is its own cluster); strata
     count only when the protocol fixed them (``publish.strata: fixed``)."""
+    from sealbench.stats import cluster_labels, headline
+
     return headline([s["score"] for s in scores.values()], seed=seed, method=ci_method,
                     strata=_labels(scores, "stratum"), strata_fixed=strata_fixed,
                     clusters=cluster_labels([s["cluster"] for s in scores.values()],
@@ -264,6 +282,8 @@ def versions() -> dict[str, str]:
 def _strata(scores: dict[str, dict[str, Any]], run: RunRow) -> dict[str, Any]:
     """Per-stratum n, mean and interval (the automatic method: Wilson, or cluster-wilson when the
     stratum's tasks share clusters), for reading; they never narrow the headline."""
+    from sealbench.stats import derive_seed
+
     grouped: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for task_id, s in scores.items():
         if s["stratum"] is not None:
@@ -280,6 +300,13 @@ def _strata(scores: dict[str, dict[str, Any]], run: RunRow) -> dict[str, Any]:
 def _mdd(scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The smallest difference `compare` could detect between this agent and another on this
     exam (80% power, α = 0.05), for the test `compare` really uses, with its assumptions."""
+    from sealbench.stats import (
+        cluster_labels,
+        design_effect,
+        mdd_cluster_t,
+        mdd_mcnemar_against,
+    )
+
     values = [s["score"] for s in scores.values()]
     n = len(values)
     mean = sum(values) / n
@@ -311,6 +338,8 @@ def _pass_k(scores: dict[str, dict[str, Any]], epochs: int, seed: int) -> list[d
     """pass@k (Chen et al. 2021) and pass^k (tau-bench) for k = 1..epochs, each with the
     automatic interval over tasks (clusters honoured): a percentile bootstrap of pass^k covered
     0.69 at p = 0.1, k = 5 (docs/statistics.md)."""
+    from sealbench.stats import cluster_labels, derive_seed, headline, pass_at_k, pass_hat_k
+
     full = {task: s for task, s in scores.items() if s["epochs"] == epochs}
     rows = list(full.values())
     if epochs < 2 or not rows:

@@ -35,6 +35,7 @@ import sealbench
 from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
 from sealbench.environment import sandbox_view
 from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable
+from sealbench.executor import RunInputs, RunSettings, executor_named, open_harness, sealed_bytes
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
@@ -45,6 +46,7 @@ from sealbench.report import (
     NotPublishable,
     build_report,
     latest_rows,
+    report_rows,
     to_html,
     to_json,
     to_markdown,
@@ -56,7 +58,7 @@ from sealbench.sandbox import command_files as solver_files
 from sealbench.sealing import Sealed, verify
 from sealbench.signing import SigningKey, check_not_a_key, sign_report
 from sealbench.solver import AttemptResult, CommandSolver
-from sealbench.stats import derive_seed
+from sealbench.stats import derive_seed, prefetch_scipy_stats
 from sealbench.verifier import VerifierRun
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -106,6 +108,10 @@ class RunOptions:
     # `--sign KEY`: loaded (and so checked) before the run starts; signs the published report
     # files, hidden from the solver (docs/signing.md)
     signer: SigningKey | None = None
+    # where attempts run (docs/scale.md): `local` threads or a `ray` cluster at ray_address
+    # (None: a local Ray instance). Not a setting of the run: a resume may use another one
+    executor: str = "local"
+    ray_address: str | None = None
 
     @property
     def trial(self) -> bool:
@@ -501,6 +507,13 @@ class Run:
                               f"no sandbox is available: {self.sandbox.reason}")
             self.emit("warning", {"message": f"running WITHOUT a sandbox: {self.sandbox.reason}."
                                   " The solver can read the oracles; reports say sandbox: none"})
+        # chosen now (an unknown name, or Ray not installed, is bad input before any record);
+        # it connects only when the run starts
+        self.executor = executor_named(options.executor, ray_address=options.ray_address)
+        if self.executor.name == "ray" and spec.budget.network == "open":
+            raise Refused(f"{sealed.protocol.path.name}: budget.network is 'open', so a solver "
+                          "could reach the Ray cluster's services, which hold the run's "
+                          "oracles; run it with --executor local (docs/scale.md)")
         self.run_id = run_id or new_run_id()
         self.secret = secrets.token_hex(32)  # a resume takes the stored one (Run.resume)
         self.doomed = threading.Event()  # set once a control has misbehaved: no rate can come
@@ -562,7 +575,8 @@ class Run:
                                     env_names=tuple(self.env_names))
 
     def start(self) -> RunResult:
-        """A new run: record it, then go."""
+        """A new run: record it, then go (the report's statistics imported meanwhile)."""
+        prefetch_scipy_stats()
         self._begin("running")
         return self._publish()
 
@@ -597,6 +611,7 @@ class Run:
         if recovered:
             self.emit("warning", {"message": f"{recovered} attempt(s) in flight when the run "
                                   "stopped were recorded as interrupted and will run again"})
+        prefetch_scipy_stats()
         self._go(None)
         return self._publish()
 
@@ -625,7 +640,8 @@ class Run:
         leaves no run behind."""
         spec = self.sealed.protocol.spec
         rules = spec.null_pack.rules.class_of()
-        current = latest_rows(self.ledger.attempts(self.run_id))
+        # a resume of a large run holds what deciding needs, not every whole record
+        current = latest_rows(report_rows(self.ledger, self.run_id))
         # an infrastructure error is not done: a resume runs it again
         done = {(r.phase, r.task_id, r.epoch) for r in current
                 if r.record["outcome"] != "infrastructure_error"}
@@ -644,14 +660,10 @@ class Run:
         recorded = record is None  # a resumed run is in the ledger already
         tally = Tally(expected, Counter(phase for phase, _, _ in done))
         try:
-            with Harness(self.sealed.protocol, self.sealed.lock.sealed_files(), self.sandbox,
-                         timeout_scale=self.options.timeout_scale, hidden=self.hidden(),
-                         exposed=tuple(p.resolve() for p in self.options.expose),
-                         abort=self.control.abort, attempt_id=self.label,
-                         environment=self.sealed.lock.environment,
-                         find_links=self.options.find_links,
-                         home_seed=self.home_seed,
-                         allow_hosts=self.allow_hosts) as harness:
+            with self.executor, open_harness(self.sealed.protocol,
+                                             self.sealed.lock.sealed_files(), self._settings(),
+                                             abort=self.control.abort,
+                                             attempt_id=self.label) as harness:
                 self._environment_note(harness)
                 self._bind_solver(harness)
                 if record is not None:
@@ -708,6 +720,20 @@ class Run:
         self.emit("stopped", {"reason": str(hung)})
         then = "" if self.trial else f"; resume with: {self.resume_command()}"
         raise Refused(f"run {self.run_id} stopped: {hung}{then}") from None
+
+    def _settings(self) -> RunSettings:
+        """What every attempt of this run shares, wherever it runs."""
+        return RunSettings(self.sandbox, timeout_scale=self.options.timeout_scale,
+                           hidden=self.hidden(),
+                           exposed=tuple(p.resolve() for p in self.options.expose),
+                           environment=self.sealed.lock.environment,
+                           find_links=self.options.find_links, home_seed=self.home_seed,
+                           allow_hosts=self.allow_hosts)
+
+    def _inputs(self, harness: Harness) -> RunInputs:
+        """What an executor that runs attempts elsewhere ships, once per run."""
+        return RunInputs(sealed_bytes(harness, self.sealed.identity), self._settings(),
+                         self.solver, (self.sealed.protocol.root, harness.scratch))
 
     def _environment_note(self, harness: Harness) -> None:
         """Same Python line and digest are required (the harness refuses otherwise); another
@@ -825,8 +851,9 @@ class Run:
         # misbehaving control is named); no dataset attempt starts for a run without a rate
         pending = (job for job in jobs
                    if job[0].kind == "null_pack" or not self.doomed.is_set())
-        harness.run_all(pending, self.solver, self.options.jobs, finished, on_started=started,
-                        should_stop=self.control.stop.is_set)
+        self.executor.run(harness, self.solver, lambda: self._inputs(harness), pending,
+                          self.options.jobs, finished, on_started=started,
+                          should_stop=self.control.stop.is_set)
 
     def _open_gate(self, rules: dict[str, str]) -> None:
         """Judge the gate as soon as every control has a result, and announce it when it
@@ -1072,7 +1099,8 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
                         env=tuple(row.options.get("env_names") or ()),
                         home_from=_stored_home(row.options),
                         allow_hosts=tuple(row.options.get("allow_hosts", [])),
-                        signer=options.signer)
+                        signer=options.signer, executor=options.executor,
+                        ray_address=options.ray_address)
     _check_same_signer(run_id, row.options.get("signing_key"), options.signer)
     if options.allow_hosts and set(allowed_hosts(options.allow_hosts)) \
             != set(allowed_hosts(stored.allow_hosts)):
@@ -1165,7 +1193,7 @@ def resumable_refusal(ledger: Ledger, run_id: str) -> list[AttemptRow] | None:
     the way of publishing (every misbehaving control hit one, nothing else failed); None when
     the refusal stands whatever is re-run."""
     run = ledger.run(run_id)
-    rows = latest_rows(ledger.attempts(run_id))
+    rows = latest_rows(report_rows(ledger, run_id))
     infra = unresolved_infrastructure_errors(rows)
     if not infra:
         return None

@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import functools
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -24,12 +25,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from sealbench.errors import InfrastructureError, Refused
 
+_T = TypeVar("_T")
 SandboxKind = Literal["bwrap", "none"]
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 TMPFS_BYTES = 256 * 1024 * 1024  # the solver's private /tmp and /dev/shm live in memory
@@ -269,6 +271,115 @@ def sandbox_ran(status: bytes) -> bool:
 # --------------------------------------------------------------------------- process limits
 
 
+# a v1 cage's resident thread (see Resident) is one task of the cage: pids.max is raised by it
+RESIDENT_TASKS = 1
+
+
+class Resident:
+    """A harness thread that lives inside one cgroup v1 cage and forks its attempts there.
+
+    Why: every move of a task between cgroups takes the kernel's cgroup_threadgroup_rwsem for
+    writing, which, once the lock has been idle for a few tens of milliseconds, waits for a
+    whole RCU grace period — 3 to 10 ms, more than any other part of an attempt but bubblewrap
+    itself (bench/bench_overhead.py). A thread that stepped into the cage for every fork and
+    out again paid that on every attempt; this one steps in once, when the cage is made, and
+    stays, so a fork from it starts the attempt inside the cage with no move at all.
+
+    It does nothing but run the `start` callables handed to it (a Popen), one at a time, so
+    no other harness work is ever charged to the cage. Being a thread and not the process's
+    leader, the kernel never picks the harness when the cage runs out of memory (an OOM scan
+    visits thread-group leaders only), nor is its memory charged there (pages go to the
+    memory cgroup of the process's leader). `ProcessCage.pids` leaves the harness's own pid
+    out (on v1, `cgroup.procs` lists it while the thread is inside), so kill_all never
+    reaches the harness. It leaves the cage again before the cage is removed (stop()).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._failed: str | None = None
+
+    def call(self, cage: ProcessCage, start: Callable[[], _T]) -> _T:
+        """start() run on the resident thread, inside the cage; its result or its exception."""
+        with self._lock:
+            if self._thread is None:
+                self._begin(cage)
+            if self._failed is not None:
+                raise InfrastructureError(f"cannot enter the attempt's cgroup: {self._failed}")
+            call = _Call(start)
+            self._requests.put(call)
+            call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.value  # type: ignore[no-any-return]
+
+    def _begin(self, cage: ProcessCage) -> None:
+        entered = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(cage, entered),
+                                        name=f"sealbench-cage-{cage.path.name}", daemon=True)
+        self._thread.start()
+        entered.wait()
+
+    def _serve(self, cage: ProcessCage, entered: threading.Event) -> None:
+        tid = str(threading.get_native_id())
+        inside: list[tuple[Path, Path, tuple[Path, ...]]] = []
+        try:
+            for where, bases, controller in cage.hierarchies():
+                home = _thread_home(where, bases, controller)
+                (where / "tasks").write_text(tid)
+                inside.append((where, home, bases))
+        except OSError as exc:
+            self._failed = str(exc)
+        entered.set()
+        try:
+            while self._failed is None:
+                call = self._requests.get()
+                if call is None:
+                    break
+                try:
+                    call.value = call.start()
+                except BaseException as exc:  # handed to the caller, raised there
+                    call.error = exc
+                call.done.set()
+        finally:
+            _step_out(tid, inside)
+
+    @property
+    def failed(self) -> bool:
+        """The thread could not enter the cage: the cage is no use (release removes it)."""
+        return self._failed is not None
+
+    def stop(self) -> None:
+        """Leave the cage and end the thread (before the cage is removed)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._requests.put(None)
+            thread.join()
+            self._failed = None
+
+
+def _step_out(tid: str, inside: list[tuple[Path, Path, tuple[Path, ...]]]) -> None:
+    """Move a thread back to the cgroups it came from (the hierarchy's root if that fails):
+    a cage can only be removed once nothing is inside."""
+    for where, home, bases in inside:
+        try:
+            (home / "tasks").write_text(tid)
+        except OSError:
+            with contextlib.suppress(OSError):
+                (next(b for b in bases if where.is_relative_to(b)) / "tasks").write_text(tid)
+
+
+@dataclass
+class _Call:
+    start: Callable[[], Any]
+    value: Any = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass(frozen=True)
 class ProcessCage:
     """A pids cgroup around one attempt: caps how many processes it may have (a fork bomb
@@ -281,48 +392,35 @@ class ProcessCage:
 
     path: Path
     memory: Path | None = None
+    resident: Resident = field(default_factory=Resident, compare=False, repr=False)
 
     def prefix(self) -> list[str]:
         """Commands that move the attempt into the cgroup before anything of it runs (where
-        the spawning thread cannot join it itself, see spawning())."""
+        no harness thread can live in it, see spawn())."""
         if self.thread_attach:
             return []
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
 
-    @property
+    @functools.cached_property
     def thread_attach(self) -> bool:
-        """cgroup v1 places threads one by one (a `tasks` file): the harness thread can step
-        into the cage just for the fork, which saves a shell per attempt."""
+        """cgroup v1 places threads one by one (a `tasks` file): a harness thread can live in
+        the cage and fork there (Resident), which saves a shell and a cgroup move per
+        attempt. Looked at once: a cgroup's hierarchy does not change under it."""
         return (self.path / "tasks").exists()
 
-    @contextlib.contextmanager
-    def spawning(self) -> Iterator[None]:
-        """Hold the calling thread inside the cage (pids, and memory on v1) while it forks the
-        attempt, so the child starts there; the thread steps back out before anything can be
-        killed. On v1 the child's memory is charged to the memory cgroup it was forked in."""
-        if not self.thread_attach:
-            yield
-            return
-        tid = str(threading.get_native_id())
-        cages: list[tuple[Path, tuple[Path, ...], str]] = [(self.path, CGROUP_BASES, "pids")]
+    def hierarchies(self) -> list[tuple[Path, tuple[Path, ...], str]]:
+        """The cage's directories, with the bases of their hierarchy and its controller."""
+        found: list[tuple[Path, tuple[Path, ...], str]] = [(self.path, CGROUP_BASES, "pids")]
         if self.memory is not None:
-            cages.append((self.memory, MEMORY_BASES, "memory"))
-        entered: list[tuple[Path, Path, tuple[Path, ...]]] = []
-        try:
-            try:
-                for cage, bases, controller in cages:
-                    home = _thread_home(cage, bases, controller)
-                    (cage / "tasks").write_text(tid)
-                    entered.append((cage, home, bases))
-            except OSError as exc:
-                raise InfrastructureError(f"cannot enter the attempt's cgroup: {exc}") from exc
-            yield  # what the fork raises is the caller's (a solver that cannot start)
-        finally:
-            for cage, home, bases in entered:
-                try:
-                    (home / "tasks").write_text(tid)
-                except OSError:  # never stay inside: kill_all would reach the harness itself
-                    (next(b for b in bases if cage.is_relative_to(b)) / "tasks").write_text(tid)
+            found.append((self.memory, MEMORY_BASES, "memory"))
+        return found
+
+    def spawn(self, start: Callable[[], _T]) -> _T:
+        """start() (which forks the attempt) run so that the child begins inside the cage:
+        on cgroup v1 on the cage's resident thread, on v2 here (prefix() moves the child)."""
+        if not self.thread_attach:
+            return start()
+        return self.resident.call(self, start)
 
     def limit_memory(self, limit: int) -> None:
         """Cap the attempt's memory at limit bytes (RAM and, where accounted, swap too)."""
@@ -344,14 +442,19 @@ class ProcessCage:
                 continue
         raise InfrastructureError(f"cannot set the memory limit in {self.memory}")
 
+    @functools.cached_property
+    def _oom_file(self) -> Path:
+        """Where the cage's OOM kills are counted (v1, else v2), looked at once per cage."""
+        assert self.memory is not None
+        v1 = self.memory / "memory.oom_control"
+        return v1 if v1.exists() else self.memory / "memory.events"
+
     def oom_kills(self) -> int:
         """How many processes the kernel has killed in this cage for want of memory, ever."""
         if self.memory is None:
             return 0
-        name = "memory.oom_control" if (self.memory / "memory.oom_control").exists() \
-            else "memory.events"
         try:
-            for line in (self.memory / name).read_text().splitlines():
+            for line in self._oom_file.read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     return int(value)
@@ -360,20 +463,25 @@ class ProcessCage:
         return 0
 
     def pids(self) -> list[int]:
+        """The processes in the cage, the harness itself left out (on cgroup v1 its resident
+        thread is inside, and `cgroup.procs` names a thread's whole process)."""
+        own = os.getpid()
         try:
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            return [pid for p in (self.path / "cgroup.procs").read_text().split()
+                    if (pid := int(p)) != own]
         except OSError:
             return []
 
-    def kill_all(self, deadline_sec: float = 5.0) -> None:
-        """SIGKILL everything in the cgroup until it is empty (new forks included)."""
+    def kill_all(self, deadline_sec: float = 5.0) -> bool:
+        """SIGKILL everything in the cgroup until it is empty (new forks included); True when
+        it is, False when processes were still there at the deadline."""
         end = time.monotonic() + deadline_sec
         kill_file = self.path / "cgroup.kill"
         pause = 0.0005
         while time.monotonic() < end:
             pids = self.pids()
             if not pids:
-                return
+                return True
             if kill_file.exists():
                 with contextlib.suppress(OSError):
                     kill_file.write_text("1")
@@ -382,8 +490,10 @@ class ProcessCage:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(pause)  # exiting processes leave the list within a millisecond or so
             pause = min(pause * 2, 0.02)
+        return not self.pids()
 
     def remove(self) -> None:
+        self.resident.stop()
         self.kill_all()
         _remove_quietly(self.path)
         if self.memory is not None:
@@ -508,6 +618,13 @@ def _remove_quietly(path: Path) -> None:
         path.rmdir()
 
 
+def limit_pids(cage: Path, max_pids: int) -> None:
+    """Let the attempt have max_pids processes, on cgroup v1 on top of the cage's resident
+    thread (Resident), which counts as one of the cage's tasks."""
+    extra = RESIDENT_TASKS if (cage / "tasks").exists() else 0
+    (cage / "pids.max").write_text(str(max_pids + extra))
+
+
 def new_cage(name: str, max_pids: int) -> ProcessCage | None:
     """A fresh pids cgroup for one attempt, limited to max_pids processes, with a memory
     cgroup beside it where there is one to be had."""
@@ -517,7 +634,7 @@ def new_cage(name: str, max_pids: int) -> ProcessCage | None:
     path = parent / name
     try:
         path.mkdir()
-        (path / "pids.max").write_text(str(max_pids))
+        limit_pids(path, max_pids)
     except OSError:
         return None
     memory = memory_parent()
@@ -548,6 +665,7 @@ class CagePool:
         self._lock = threading.Lock()
         self._count = 0
         self._limits: dict[Path, int] = {}  # memory limit each cage has now: writing costs
+        self._held = threading.local()  # per thread: cages released inside holding()
 
     def acquire(self, max_pids: int, max_memory: int | None = None) -> ProcessCage | None:
         """A cage limited to max_pids processes and (where a memory cgroup exists)
@@ -560,7 +678,7 @@ class CagePool:
             cage = new_cage(f"{name}-{os.getpid()}-{id(self)}", max_pids)
         else:
             with contextlib.suppress(OSError):
-                (cage.path / "pids.max").write_text(str(max_pids))
+                limit_pids(cage.path, max_pids)
         if cage is not None and max_memory is not None \
                 and self._limits.get(cage.path) != max_memory:
             try:
@@ -573,12 +691,41 @@ class CagePool:
         return cage
 
     def release(self, cage: ProcessCage) -> None:
-        cage.kill_all()
-        if cage.pids():
+        """Empty the cage (kill_all) and give it back; inside holding() on this thread it goes
+        back only when the hold ends. A cage that cannot be emptied is removed."""
+        if not cage.kill_all() or cage.resident.failed:
             cage.remove()
+            return
+        held: list[ProcessCage] | None = getattr(self._held, "cages", None)
+        if held is not None:
+            held.append(cage)
             return
         with self._lock:
             self._free.append(cage)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Cages this thread releases meanwhile go back to the pool only when the hold ends.
+
+        Why: what an attempt writes into its workspace on a tmpfs scratch (the default) is
+        memory charged to its cage's memory cgroup until the harness removes the workspace,
+        after judging it. A cage handed to the next attempt before that would give it the
+        last one's files as a head start on its memory limit (an out-of-memory `violation`
+        that is not its own). run_attempt holds the cages it used until its workspace is gone.
+        """
+        outer: list[ProcessCage] | None = getattr(self._held, "cages", None)
+        held: list[ProcessCage] = []
+        self._held.cages = held
+        try:
+            yield
+        finally:
+            self._held.cages = outer
+            for cage in held:
+                if outer is not None:
+                    outer.append(cage)
+                    continue
+                with self._lock:
+                    self._free.append(cage)
 
     def close(self) -> None:
         with self._lock:

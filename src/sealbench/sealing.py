@@ -4,18 +4,23 @@ A sealed protocol is `protocol.sealed.yaml` (the user's file with every PENDING_
 filled in) plus `protocol.lock` (the manifest of every file that can change a score). The
 identity is one digest over the canonical sealed spec and the manifest: change a task, an
 oracle, a fixture byte, the metric, the budget or a publish rule and it is another exam.
+
+Only `seal`'s instrument check runs attempts; the harness, the solvers, the metric runner and
+the sandbox are imported inside it, so that `sealbench verify` loads the protocol model and
+hashes files without importing the harness (cli.py's docstring, tests/test_startup.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -28,9 +33,7 @@ from sealbench.environment import (
     requirements_digest,
 )
 from sealbench.errors import BadInput, Problem, Refused
-from sealbench.harness import Finished, Harness, InfraFailure, SealedFile
 from sealbench.ledger import Ledger, canonical
-from sealbench.metric import MetricHung
 from sealbench.protocol import (
     LOCK_FILE,
     PENDING_SEAL,
@@ -45,8 +48,10 @@ from sealbench.protocol import (
     parse_yaml,
     validate_spec,
 )
-from sealbench.sandbox import Sandbox, detect
-from sealbench.solver import AttemptResult, DoNothingSolver, OracleSolver, Solver
+
+if TYPE_CHECKING:
+    from sealbench.harness import Finished, Harness, SealedFile
+    from sealbench.solver import Solver
 
 IDENTITY_FORMAT = "sealbench-identity/v3"
 LOCK_FORMAT: Final = "sealbench-lock/v3"
@@ -92,6 +97,8 @@ class Lock(BaseModel):
     environment: EnvironmentRecord | None = None
 
     def sealed_files(self) -> list[SealedFile]:
+        from sealbench.harness import SealedFile
+
         return [SealedFile(f.path, f.sha256, f.mode) for f in self.files]
 
 
@@ -331,9 +338,17 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def lock_text(lock: Lock) -> str:
-    """The lock's bytes; a protocol without an environment has no `environment` key."""
-    return json.dumps(lock.model_dump(mode="json", exclude_none=True), indent=2,
-                      sort_keys=True) + "\n"
+    """The lock's bytes; a protocol without an environment has no `environment` key.
+
+    The same text as `json.dumps(..., indent=2, sort_keys=True)`, written piece by piece into
+    one buffer: json.dumps with an indent joins a list of every piece it made, which for a
+    100,000-file manifest held ~100 MiB of small strings at once (issue 13)."""
+    encoder = json.JSONEncoder(indent=2, sort_keys=True)
+    out = io.StringIO()
+    for chunk in encoder.iterencode(lock.model_dump(mode="json", exclude_none=True)):
+        out.write(chunk)
+    out.write("\n")
+    return out.getvalue()
 
 
 # --------------------------------------------------------------------------- instrument check
@@ -352,6 +367,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     must get the same per-test results each time (else the task is flaky), and no
     FAIL_TO_PASS test may already pass on the untouched fixture (docs/sealing.md).
     """
+    from sealbench.harness import Harness, SealedFile
+    from sealbench.metric import MetricHung
+    from sealbench.sandbox import Sandbox, detect
+    from sealbench.solver import DoNothingSolver, OracleSolver
+
     checked = [t for t in protocol.tasks
                if t.kind == "dataset" or t.expected_class in ("must_pass", "must_fail")]
     verifier = protocol.spec.verifier
@@ -389,6 +409,9 @@ def _outcomes(harness: Harness, tasks: list[Task], solver: Solver, jobs: int,
 
 
 def _describe(result: Finished) -> tuple[str, str]:
+    from sealbench.harness import InfraFailure
+    from sealbench.solver import AttemptResult
+
     if isinstance(result, AttemptResult):
         return result.outcome, result.detail
     if isinstance(result, InfraFailure):
@@ -399,6 +422,8 @@ def _describe(result: Finished) -> tuple[str, str]:
 def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
     """The oracle must pass every time, through the verifier, with the same test results; a
     task whose results change between identical runs is flaky whatever the verdicts were."""
+    from sealbench.solver import AttemptResult
+
     results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
     differing = sorted({test_id for test_id in set().union(*results)
                         if len({r.get(test_id, "missing") for r in results}) > 1}
@@ -423,6 +448,8 @@ def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
 def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
     """Doing nothing must fail, and no FAIL_TO_PASS test may pass on the untouched fixture
     (such a test measures nothing: it passes whatever the agent does)."""
+    from sealbench.solver import AttemptResult
+
     outcome, detail = _describe(result)
     problems = []
     if outcome == "pass":

@@ -31,7 +31,6 @@ from sealbench.ledger import canonical
 
 ALGORITHM = "ed25519"
 SIGNATURE_FIELD = "signature"  # the report key holding the signature block
-SIGNING_KEY_ENV = "SEALBENCH_SIGNING_KEY"  # `run --sign` / `report --sign` default
 PUBLIC_SUFFIX = ".pub"
 BLOCK_FIELDS = frozenset({"algorithm", "public_key", "key_fingerprint", "value"})
 _KEY_FILE_LIMIT = 64 * 1024  # a PEM Ed25519 key is ~120 bytes: anything far larger is not one

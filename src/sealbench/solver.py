@@ -7,6 +7,7 @@ makes the instrument check at seal time mean something about real runs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -30,6 +31,7 @@ from sealbench.egress import (
 )
 from sealbench.environment import BuiltEnvironment, sandbox_view
 from sealbench.errors import InfrastructureError, Refused
+from sealbench.gate import Outcome
 from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
@@ -49,8 +51,6 @@ from sealbench.workspace import (
     workspace_change,
 )
 
-Outcome = Literal["pass", "fail", "refused", "timeout", "violation", "error"]
-OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violation", "error")
 DEFAULT_OUTPUT_CAP = 8 * 1024 * 1024
 # What the solver gets of the host's environment without being told (docs/running.md): the
 # command search path and the locale and time zone, which change how tools behave but carry
@@ -160,9 +160,13 @@ class CommandSolver:
     name: str = "command"
     visible: tuple[Path, ...] = ()  # the solver's own files, bound read-only into the sandbox
     env_names: tuple[str, ...] = ()  # host variables passed through (`run --env`, solver.env)
+    # the host's values to read instead of this process's environment: a Ray worker gets the
+    # driver's (BASE_ENV and env_names only; docs/scale.md), never the worker node's own
+    host_env: tuple[tuple[str, str], ...] | None = None
 
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
-        env = solver_environment(os.environ, self.env_names, ws)
+        host = os.environ if self.host_env is None else dict(self.host_env)
+        env = solver_environment(host, self.env_names, ws)
         env, runtime = sandbox_view(ctx.environment, env, self.visible)
         mounts = Mounts(
             workspace=ws.root,
@@ -267,6 +271,14 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
     `violation`, never an infrastructure error. A full disk (ENOSPC, EDQUOT) is the solver's
     when its workspace is over its own budget, the harness's otherwise.
     """
+    with ctx.cages.holding() if ctx.cages is not None else contextlib.nullcontext():
+        return _attempt(task, solver, ctx, attempt_id)
+
+
+def _attempt(task: Task, solver: Solver, ctx: AttemptContext,
+             attempt_id: str | None) -> AttemptResult:
+    """run_attempt's body; the cages it uses go back to the pool only once its workspace is
+    removed (CagePool.holding)."""
     try:
         attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
     except OSError as exc:

@@ -33,9 +33,12 @@ round for display.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -95,6 +98,29 @@ def _scipy_stats() -> Any:
     from scipy import stats  # type: ignore[import-untyped,unused-ignore]
 
     return stats
+
+
+def prefetch_scipy_stats() -> threading.Thread | None:
+    """Start importing scipy.stats on a background thread, and return it (None when it is
+    already imported).
+
+    Why: a run's report needs it (the headline's quantile, the McNemar power behind the
+    minimum detectable difference), and its import is about half a second of CPU — most of a
+    small protocol's run after start-up (bench/bench_seed.py). Started when the attempts
+    start, it overlaps with them: they spend their time waiting for sandboxed processes. A
+    failed import here changes nothing: the report imports it again and says why.
+    """
+    if "scipy.stats" in sys.modules:
+        return None
+    thread = threading.Thread(target=_import_quietly, name="sealbench-prefetch-scipy-stats",
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_quietly() -> None:
+    with contextlib.suppress(Exception):
+        _scipy_stats()
 
 METHODS: Final[tuple[str, ...]] = ("auto", "wilson", "clopper-pearson", "bootstrap")
 """Interval methods :func:`headline` accepts."""

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sealbench.constants import DEFAULT_TIMEOUT_SEC
 from sealbench.errors import BadInput, Problem
 from sealbench.ledger import Ledger, refuse_trial
 from sealbench.patchpaths import diff_paths
@@ -63,9 +64,6 @@ from sealbench.workspace import (
 DATASET_FILE = "tasks/dataset.jsonl"
 NULL_PACK_FILE = "tasks/null_pack.jsonl"
 REVIEW_FILE = "NULL_PACK_REVIEW.md"
-PREDICTIONS_FORMAT = "swebench-predictions"
-# SWE-bench's own evaluation timeout (its run_evaluation default), for the agent and the tests
-DEFAULT_TIMEOUT_SEC = 1800
 DEFAULT_WORKSPACE_BYTES = 256 * 1024 * 1024
 REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 MODE_SUBMODULE = 0o160000
