@@ -6,13 +6,14 @@ is ceil(N/8) * S. Target: >= 90% of ideal throughput. Usage: python bench/bench_
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import controls, protocol_yaml, write_protocol
 
 from sealbench.harness import Finished, Harness
 from sealbench.ledger import Ledger
@@ -21,31 +22,17 @@ from sealbench.sandbox import detect
 from sealbench.sealing import Lock, seal
 from sealbench.solver import CommandSolver
 
-PROTOCOL = """\
-schema: agent-bench-protocol/v1
-protocol_id: bench.jobs
-dataset: {path: ./tasks.jsonl}
-metric: {module: ./metric.py}
-budget: {timeout_sec: 60}
-null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
-publish: {min_n: 1}
-solver: {diff_source: workspace}
-"""
+PROTOCOL = protocol_yaml("bench.jobs", timeout_sec=60, solver="{diff_source: workspace}")
 
 
 def build(root: Path, n: int) -> Path:
-    root.mkdir()
-    (root / "fixture").mkdir()
+    (root / "fixture").mkdir(parents=True)
     (root / "fixture" / "a.txt").write_text("a\n")
     (root / "oracle.patch").write_text("x")
-    (root / "metric.py").write_text("def score(d, o):\n    return {'pass': False, 'metric': 'm'}\n")
     rows = [{"id": f"t{i}", "repo": "fixture", "oracle": "oracle.patch"} for i in range(n)]
-    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    controls = [{"id": f"NP-{cls}", "repo": "fixture", "oracle": "oracle.patch",
-                 "expected_class": f"must_{cls.lower()}"} for cls in ("PASS", "FAIL")]
-    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
-    (root / "protocol.yaml").write_text(PROTOCOL)
-    return root
+    return write_protocol(root, PROTOCOL,
+                          "def score(d, o):\n    return {'pass': False, 'metric': 'm'}\n",
+                          rows, controls("oracle.patch"))
 
 
 def main() -> None:

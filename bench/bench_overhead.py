@@ -31,7 +31,6 @@ jobs, load 8-18, so every figure is noisy; wall per attempt unless said):
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -40,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import controls, protocol_yaml, write_protocol
 
 from sealbench.harness import (
     MEMORY_SCRATCH_MIN_FREE,
@@ -56,16 +57,7 @@ from sealbench.solver import CommandSolver
 
 METRIC = ("def score(result_diff, oracle_path):\n"
           "    return {'pass': result_diff == open(oracle_path).read(), 'metric': 'eq'}\n")
-PROTOCOL = """\
-schema: agent-bench-protocol/v1
-protocol_id: bench.overhead
-dataset: {path: ./tasks.jsonl}
-metric: {module: ./metric.py}
-budget: {timeout_sec: 30}
-null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
-publish: {min_n: 1}
-solver: {diff_source: workspace}
-"""
+PROTOCOL = protocol_yaml("bench.overhead", timeout_sec=30, solver="{diff_source: workspace}")
 
 
 def build_protocol(root: Path) -> Path:
@@ -78,14 +70,8 @@ def build_protocol(root: Path) -> Path:
     (root / "oracle.patch").write_text(
         "diff --git a/pkg/mod_01.py b/pkg/mod_01.py\n--- a/pkg/mod_01.py\n+++ b/pkg/mod_01.py\n"
         "@@ -1 +1 @@\n-x_0 = 0\n+x_0 = 1\n")
-    (root / "metric.py").write_text(METRIC)
     row = {"id": "t1", "repo": "fixture", "oracle": "oracle.patch"}
-    (root / "tasks.jsonl").write_text(json.dumps(row) + "\n")
-    controls = [{"id": f"NP-{cls}", "repo": "fixture", "oracle": "oracle.patch",
-                 "expected_class": f"must_{cls.lower()}"} for cls in ("PASS", "FAIL")]
-    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
-    (root / "protocol.yaml").write_text(PROTOCOL)
-    return root
+    return write_protocol(root, PROTOCOL, METRIC, [row], controls("oracle.patch"))
 
 
 def time_baseline(bwrap: str, count: int) -> float:

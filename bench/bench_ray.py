@@ -12,7 +12,6 @@ Usage: python bench/bench_ray.py [N] [S] [CPUS_PER_NODE]   (defaults 24, 1.0, 2)
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import ray
+from benchlib import controls, protocol_yaml, write_protocol
 from ray.cluster_utils import Cluster
 
 from sealbench.ledger import Ledger
@@ -28,16 +28,8 @@ from sealbench.runner import RunOptions, run
 from sealbench.sandbox import detect
 from sealbench.sealing import seal
 
-PROTOCOL = """\
-schema: agent-bench-protocol/v1
-protocol_id: bench.ray
-dataset: {path: ./tasks.jsonl}
-metric: {module: ./metric.py}
-budget: {timeout_sec: 60}
-null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
-publish: {min_n: 1}
-solver: {diff_source: stdout, task_ids: visible}
-"""
+PROTOCOL = protocol_yaml("bench.ray", timeout_sec=60,
+                         solver="{diff_source: stdout, task_ids: visible}")
 SOLVER = """#!/bin/sh
 sleep {sleep}
 case "$1" in NP-PASS|t*) printf 'ok' ;; esac
@@ -47,19 +39,13 @@ STORE_BYTES = 80 * 1024 * 1024
 
 def build(root: Path, n: int) -> Path:
     """A protocol whose metric passes a diff of `ok`: every attempt is one sleep."""
-    root.mkdir()
-    (root / "fixture").mkdir()
+    (root / "fixture").mkdir(parents=True)
     (root / "fixture" / "a.txt").write_text("a\n")
     (root / "oracle.patch").write_text("ok")
-    (root / "metric.py").write_text(
-        "def score(d, o):\n    return {'pass': d == 'ok', 'metric': 'm'}\n")
     rows = [{"id": f"t{i}", "repo": "fixture", "oracle": "oracle.patch"} for i in range(n)]
-    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    controls = [{"id": f"NP-{cls}", "repo": "fixture", "oracle": "oracle.patch",
-                 "expected_class": f"must_{cls.lower()}"} for cls in ("PASS", "FAIL")]
-    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
-    (root / "protocol.yaml").write_text(PROTOCOL)
-    return root
+    return write_protocol(root, PROTOCOL,
+                          "def score(d, o):\n    return {'pass': d == 'ok', 'metric': 'm'}\n",
+                          rows, controls("oracle.patch"))
 
 
 def timed(root: Path, command: str, ledger: Ledger, options: RunOptions) -> float:

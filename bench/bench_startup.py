@@ -23,7 +23,6 @@ Usage: python bench/bench_startup.py [rounds]
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import resource
@@ -36,17 +35,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import controls, protocol_yaml, write_protocol
+
 TARGET_SEC = 0.15
-PROTOCOL = """\
-schema: agent-bench-protocol/v1
-protocol_id: bench.startup
-dataset: {path: ./tasks.jsonl}
-metric: {module: ./metric.py}
-budget: {timeout_sec: 30}
-null_pack: {path: ./null.jsonl, rules: {must_pass: [NP-PASS], must_fail: [NP-FAIL]}}
-publish: {min_n: 1}
-solver: {diff_source: workspace}
-"""
+PROTOCOL = protocol_yaml("bench.startup", timeout_sec=30, solver="{diff_source: workspace}")
 METRIC = """\
 def changed(diff):
     return [line for line in diff.splitlines()
@@ -70,16 +62,9 @@ def build_protocol(root: Path) -> Path:
     (root / "fixture" / "app.py").write_text("x = 0\n")
     (root / "good.patch").write_text(PATCH.format(before=0, after=1))
     (root / "poisoned.patch").write_text(PATCH.format(before=0, after=2))
-    (root / "metric.py").write_text(METRIC)
     rows = [{"id": f"t{i}", "repo": "fixture", "oracle": "good.patch"} for i in (1, 2)]
-    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    controls = [{"id": "NP-PASS", "repo": "fixture", "oracle": "good.patch",
-                 "expected_class": "must_pass"},
-                {"id": "NP-FAIL", "repo": "fixture", "oracle": "poisoned.patch",
-                 "expected_class": "must_fail"}]
-    (root / "null.jsonl").write_text("".join(json.dumps(c) + "\n" for c in controls))
-    (root / "protocol.yaml").write_text(PROTOCOL)
-    return root
+    return write_protocol(root, PROTOCOL, METRIC, rows,
+                          controls("good.patch", "poisoned.patch"))
 
 
 def sealbench_command() -> list[str]:
