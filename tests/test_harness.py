@@ -223,3 +223,51 @@ def test_on_the_memory_scratch_the_solver_sees_only_its_own_attempt(
             assert not any("decoy" in p or "objects.git" in p or "oracles" in p for p in seen)
     finally:
         shutil.rmtree(decoy, ignore_errors=True)
+
+
+FILL_THE_SCRATCH = """
+import os
+written = 0
+try:
+    with open("fill.bin", "wb") as out:  # its workspace, on the host's /dev/shm
+        while written < 600 * 1024 * 1024:
+            out.write(b"x" * (1 << 20))
+            out.flush()
+            written += 1 << 20
+except OSError as exc:
+    print("stopped", exc)
+print("wrote", written)
+"""
+
+
+@pytest.mark.sandbox
+def test_filling_the_memory_scratch_past_the_budget_is_the_solvers_violation(
+        tmp_path: Path, no_scratch_env: pytest.MonkeyPatch) -> None:
+    """A dishonest agent writes 600 MiB into its workspace on the tmpfs scratch, past
+    budget.max_workspace_bytes (1 MiB) and budget.max_memory_mb (128): the harness survives,
+    the attempt is the solver's violation, its pages are freed, and the next attempt runs
+    clean beside it."""
+    shm = _shm_or_skip()
+    if memory_scratch_room(shm) < MEMORY_SCRATCH_MIN_FREE:
+        pytest.skip("/dev/shm has less room than the default asks for")
+    proto = make_protocol(tmp_path / "proto")
+    spec = proto / "protocol.yaml"
+    spec.write_text(spec.read_text().replace(
+        "  max_files_touched: 3\n",
+        "  max_files_touched: 3\n  max_workspace_bytes: 1048576\n  max_memory_mb: 128\n"))
+    seal(proto, ledger=Ledger(tmp_path / "l.sqlite"))
+    lock = Lock.model_validate_json((proto / "protocol.lock").read_bytes())
+    from sealbench.protocol import load
+
+    script = tmp_path / "fill.py"
+    script.write_text(FILL_THE_SCRATCH)
+    with Harness(load(proto, sealed=True), lock.sealed_files(), detect()) as harness:
+        assert harness.scratch.parent == shm
+        task = harness.protocol.dataset[0]
+        argv = (sys.executable, str(script))
+        filled = harness.attempt(task, CommandSolver(argv, visible=command_files(argv)))
+        assert isinstance(filled, AttemptResult), filled
+        assert filled.outcome == "violation", filled.detail
+        assert list(harness.scratch.glob("attempt-*")) == []  # its pages are gone
+        honest = harness.attempt(task, CommandSolver(("true",)))
+        assert isinstance(honest, AttemptResult) and honest.outcome == "fail", honest

@@ -24,26 +24,43 @@ from typing import Any
 import pytest
 import ray
 import test_hostile
-from hostile_helpers import kill_matching, processes_matching, records, wait_until_gone
+from hostile_helpers import (
+    hostile_report,
+    hostile_solver,
+    kill_matching,
+    processes_matching,
+    records,
+    sealed_toy,
+    wait_until_gone,
+)
 from ray.cluster_utils import Cluster
 from test_hostile import base  # noqa: F401  (the hostile tests' fixture)
 from test_resume import HANGS, SLOW, _wait_for_inflight
 from toy import make_protocol, write_solver
 
+import sealbench
 from sealbench.errors import InfrastructureError
 from sealbench.example import init, solver_command
-from sealbench.executor import RunInputs, RunSettings, open_harness, sealed_bytes
+from sealbench.executor import AttemptSpec, RunInputs, RunSettings, open_harness, sealed_bytes
+from sealbench.harness import InfraFailure, Interrupted
 from sealbench.ledger import Ledger
+from sealbench.metric import MetricHung
 from sealbench.ray_executor import (
+    HungMetric,
+    NodeFailure,
+    NodeResult,
     RayExecutor,
     _build_node_run,
     _close_node_run,
+    checked,
     gcs_unreachable,
+    node_attempt,
     node_sandbox_problem,
     ray_failure,
+    sealbench_code,
     with_driver_env,
 )
-from sealbench.runner import RunOptions, run
+from sealbench.runner import RunOptions, run, solver_file_digests
 from sealbench.sandbox import Sandbox, detect
 from sealbench.sealing import seal, verify
 from sealbench.solver import CommandSolver
@@ -231,6 +248,74 @@ def test_the_hostile_suite_passes_unchanged_under_ray(
     assert "toy-001" in tries  # the hostile attempt really went through the cluster
 
 
+# --------------------------------------------------------------------------- attack (issue 13)
+
+# What a dishonest solver can learn of, or reach in, the Ray cluster it runs on: its
+# environment and open file descriptors (compared with the same probe under the local
+# executor), Ray's node directory with its Unix sockets (raylet, plasma store) and spilled
+# objects, the head's TCP port, the worker's processes and the node's scratch copies.
+PROBE_RAY = r"""
+import glob, socket, stat
+fds = sorted(os.listdir("/proc/self/fd"))
+seen, connected = [], []
+for top in CFG["ray_dirs"]:
+    for path in glob.glob(os.path.join(top, "**"), recursive=True):
+        seen.append(path)
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(2)
+                s.connect(path)
+                connected.append(path)
+                s.close()
+        except OSError:
+            pass
+host, port = CFG["gcs"].rsplit(":", 1)
+try:
+    socket.create_connection((host, int(port)), timeout=2).close()
+    gcs = "connected"
+except OSError as exc:
+    gcs = type(exc).__name__
+procs = []
+for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        procs.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+scratch = [p for top in ("/dev/shm", "/tmp", "/var/tmp")
+           for p in glob.glob(top + "/sealbench-run-*") + glob.glob(top + "/sealbench-run-*/*")
+           if not os.getcwd().startswith(p + "/")]  # but the way to its own workspace
+report(env=sorted(os.environ), fds=fds, seen=seen[:50], connected=connected, gcs=gcs,
+       ray_processes=[c for c in procs if c.startswith("ray::") or "raylet" in c
+                      or "default_worker" in c or "gcs_server" in c], scratch=scratch)
+"""
+
+
+def test_a_solver_under_ray_learns_and_reaches_nothing_of_the_cluster(
+        cluster: str, base: Path) -> None:  # noqa: F811
+    """Its environment and descriptors are the local run's; Ray's node directory (here
+    exposed by a careless `--expose`, as if the operator had put Ray's --temp-dir inside a
+    path the solver may read) shows no socket, no spilled object; the head's port is out of
+    reach; no Ray process and no scratch copy of the protocol is visible."""
+    proto, ledger = sealed_toy(base)
+    temp_dir = Path(ray.get_runtime_context().get_temp_dir())
+    assert any(temp_dir.glob("session_*/sockets/*"))  # what there would be to find
+    command = hostile_solver(base / "agent", before=PROBE_RAY, ray_dirs=[str(temp_dir)],
+                             gcs=cluster)
+    seen: dict[str, dict[str, Any]] = {}
+    for executor in ("local", "ray"):
+        result = run(proto, command, ledger=ledger,
+                     options=RunOptions(jobs=2, executor=executor, expose=(temp_dir,)))
+        seen[executor] = hostile_report(ledger, records(ledger, result.run_id)["toy-001"])
+    under_ray = seen["ray"]
+    assert under_ray["env"] == seen["local"]["env"]
+    assert not [name for name in under_ray["env"] if name.startswith("RAY")]
+    assert under_ray["fds"] == seen["local"]["fds"]
+    assert under_ray["connected"] == [] and under_ray["gcs"] != "connected"
+    assert [p for p in under_ray["seen"] if "session_" in p] == []
+    assert under_ray["ray_processes"] == [] and under_ray["scratch"] == []
+
+
 # --------------------------------------------------------------------------- node side
 
 
@@ -328,5 +413,110 @@ def test_a_run_at_a_dead_cluster_address_is_refused_in_one_line(tmp_path: Path) 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
     assert "no Ray cluster answers there" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert Ledger(ledger_path).runs() == []
+
+
+# --------------------------------------------------------------------------- attack: answers
+
+SPEC = AttemptSpec("dataset", "toy-001", 1, "toy-001")
+
+
+def test_a_node_running_another_sealbench_runs_no_attempt(tmp_path: Path) -> None:
+    """The run's records name the driver's sealbench: a worker with other code (another
+    version, another checkout of the same one) must not run the attempt at all."""
+    other = "0.0.9 " + "0" * 16
+    assert sealbench_code() != other
+    answer = node_attempt([None], "digest", SPEC, other)  # the inputs are never fetched
+    assert isinstance(answer, NodeFailure)
+    assert "runs sealbench" in answer.detail and other in answer.detail
+    with pytest.raises(InfrastructureError, match="runs sealbench"):
+        checked(answer, SPEC)
+
+
+def test_the_code_digest_is_stable_and_names_the_version() -> None:
+    assert sealbench_code() == sealbench_code.__wrapped__()
+    assert sealbench_code().startswith(sealbench.__version__ + " ")
+
+
+OWN = Interrupted("toy-001")
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (NodeResult(SPEC, OWN), None),
+    (NodeResult(SPEC, InfraFailure("toy-001", "disk", 1)), None),
+    # another attempt's answer: another epoch, another label, another task
+    (NodeResult(replace(SPEC, epoch=0), OWN), "answered for toy-001 \\(epoch 0\\)"),
+    (NodeResult(replace(SPEC, label="x"), OWN), "answered for"),
+    (NodeResult(replace(SPEC, task_id="toy-002"), Interrupted("toy-002")), "answered for"),
+    (NodeResult(SPEC, Interrupted("toy-002")), "answered for toy-002"),
+    # a worker of another sealbench: a bare result, or anything else
+    (OWN, "answered with Interrupted, not a result"),
+    (None, "answered with NoneType"),
+    (NodeFailure("node n: bubblewrap cannot be used here"), "bubblewrap"),
+])
+def test_the_driver_records_only_the_answer_to_the_spec_it_sent(
+        answer: object, error: str | None) -> None:
+    if error is None:
+        assert isinstance(answer, NodeResult)
+        assert checked(answer, SPEC) == answer.finished
+    else:
+        with pytest.raises(InfrastructureError, match=error):
+            checked(answer, SPEC)
+
+
+def test_a_metric_hung_on_the_node_stops_the_run_on_the_driver() -> None:
+    with pytest.raises(MetricHung):
+        checked(HungMetric("metric.py", "toy-001", 5.0), SPEC)
+
+
+def test_without_an_address_a_run_starts_its_own_instance_beside_a_running_cluster(
+        cluster: str, tmp_path: Path) -> None:
+    """A careless operator: a cluster already runs on this machine (or RAY_ADDRESS is left
+    set from another job). Without --ray-address the run still starts its own instance, as
+    docs/scale.md says; Ray's own default would join that cluster and refuse the run."""
+    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
+    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
+                               "--executor", "ray", "--ledger", ledger_path, "--run-id", "own"),
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAY_ADDRESS": cluster})
+    assert done.returncode == 0, done.stderr
+    assert Ledger(ledger_path).run("own").state == "published"
+
+
+def test_a_node_whose_solver_files_differ_from_the_drivers_runs_none_of_its_attempts(
+        tmp_path: Path) -> None:
+    """The run header records the sha256 of the solver's files as the driver read them; a
+    node with another agent at the same path must not run it under that record."""
+    agent = tmp_path / "agent.py"
+    agent.write_text("print('the driver's agent')\n")
+    solver = CommandSolver((sys.executable, str(agent)))
+    inputs = replace(_inputs(tmp_path), solver=solver,
+                     solver_files=tuple(sorted(solver_file_digests(solver.argv).items())))
+    node = _build_node_run(inputs)  # the same files: the node runs it
+    _close_node_run(node)
+    agent.write_text("print('another agent at the same path')\n")
+    with pytest.raises(InfrastructureError, match=f"solver's file {agent} is not the driver's"):
+        _build_node_run(inputs)
+    agent.unlink()
+    with pytest.raises(InfrastructureError, match="not the driver's"):
+        _build_node_run(inputs)
+
+
+def test_auto_with_a_stale_ray_address_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A careless operator: RAY_ADDRESS left over from a cluster that is gone. `auto` means
+    RAY_ADDRESS to Ray, which then retries for minutes and logs every try to stderr."""
+    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
+    ledger_path = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
+    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
+                               "--executor", "ray", "--ray-address", "auto",
+                               "--ledger", ledger_path),
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RAY_ADDRESS": "127.0.0.1:1"})
+    assert done.returncode == 3, done.stderr
+    assert "auto is 127.0.0.1:1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert Ledger(ledger_path).runs() == []

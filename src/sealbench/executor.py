@@ -92,6 +92,9 @@ class RunInputs:
     # the driver's protocol directory and scratch (its oracle copies): hidden from the solver
     # on every node too, since a worker may share the driver's machine
     driver_paths: tuple[Path, ...]
+    # sha256 of each file the solver's command line names, as the driver read them (the run
+    # header records these): a node whose files differ runs none of its attempts
+    solver_files: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         """Names these inputs, computed once on the driver: a worker keeps one Harness per

@@ -15,6 +15,8 @@ This module imports Ray; sealbench.executor imports it only when `--executor ray
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import logging
 import os
 import socket
@@ -28,6 +30,7 @@ from typing import Any
 import ray
 import ray.exceptions
 
+from sealbench import __version__
 from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.executor import (
     AttemptSpec,
@@ -58,6 +61,16 @@ class NodeFailure:
     error. A value, not an exception, so no traceback crosses the seam."""
 
     detail: str
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """A finished try as the worker sends it back: with the spec it ran, so the driver
+    records a result only for the attempt it asked for (task, epoch and label), never
+    another's (a mixed-up or foreign worker's answer is an infrastructure error)."""
+
+    spec: AttemptSpec
+    finished: Finished
 
 
 @dataclass(frozen=True)
@@ -145,6 +158,11 @@ def _node_run(inputs_ref: Any, digest: str) -> _NodeRun:
 def _build_node_run(inputs: RunInputs) -> _NodeRun:
     from sealbench.sealing import verify  # heavy; only workers need it here
 
+    changed = solver_files_changed(inputs)
+    if changed is not None:
+        raise InfrastructureError(f"node {socket.gethostname()}: the solver's file {changed} "
+                                  "is not the driver's (its sha256 differs or it is missing); "
+                                  "install the same solver on every node (docs/scale.md)")
     root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-protocol-",
                                  dir=scratch_root()))
     try:
@@ -155,7 +173,8 @@ def _build_node_run(inputs: RunInputs) -> _NodeRun:
                                       f"verifies as {sealed.identity}, the run is "
                                       f"{inputs.sealed.identity}")
         harness = open_harness(sealed.protocol, sealed.lock.sealed_files(), inputs.settings,
-                               abort=threading.Event(), extra_hidden=inputs.driver_paths)
+                               abort=threading.Event(),
+                               extra_hidden=(*inputs.driver_paths, *ray_node_paths()))
     except (Refused, BadInput, OSError) as exc:
         remove_tree(root)
         raise InfrastructureError(f"node {socket.gethostname()}: the shipped protocol "
@@ -167,21 +186,65 @@ def _build_node_run(inputs: RunInputs) -> _NodeRun:
     return _NodeRun(harness, root, tasks, inputs.solver)
 
 
+def solver_files_changed(inputs: RunInputs) -> str | None:
+    """The first file of the solver's command line whose bytes on this node are not the
+    ones the driver recorded in the run header, or None. The records name the driver's
+    solver: an attempt must not run another agent that happens to sit at the same path."""
+    from sealbench.runner import solver_file_digests  # the run header's own digests
+
+    here = solver_file_digests(inputs.solver.argv)
+    for path, digest in inputs.solver_files:
+        if here.get(path) != digest:
+            return path
+    return None
+
+
+def ray_node_paths() -> tuple[Path, ...]:
+    """This node's Ray directory (`ray start --temp-dir`, /tmp/ray by default): hidden from
+    the solver like the driver's paths. It holds the raylet's and the object store's Unix
+    sockets and the objects Ray spills to disk (the run's inputs, oracles included); a
+    socket in a read-only view still accepts connect(), without any network. The sandbox
+    keeps /tmp private, but an operator may put Ray's directory anywhere (docs/scale.md)."""
+    if not ray.is_initialized():
+        return ()
+    return (Path(ray.get_runtime_context().get_temp_dir()),)
+
+
 def _close_node_run(run: _NodeRun) -> None:
     run.harness.__exit__(None, None, None)
     remove_tree(run.root)
 
 
-def node_attempt(inputs_box: list[Any], digest: str, spec: AttemptSpec,
-                 ) -> Finished | NodeFailure | HungMetric:
+@functools.cache
+def sealbench_code() -> str:
+    """What sealbench code this process runs: its version and a digest of every file of the
+    installed package (a node with another checkout of the same version differs too). The
+    workers must run the driver's: the run's records name the driver's version only."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file()
+                       and "__pycache__" not in p.relative_to(package).parts):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return f"{__version__} {digest.hexdigest()[:16]}"
+
+
+def node_attempt(inputs_box: list[Any], digest: str, spec: AttemptSpec, code: str,
+                 ) -> NodeResult | NodeFailure | HungMetric:
     """One try of one attempt, on whichever node Ray placed it. `inputs_box` holds the
-    inputs' object ref unresolved, so a worker fetches the inputs once, not per attempt."""
+    inputs' object ref unresolved, so a worker fetches the inputs once, not per attempt.
+    A worker whose sealbench is not the driver's (`code`) runs nothing."""
+    here = sealbench_code()
+    if here != code:
+        return NodeFailure(f"node {socket.gethostname()} runs sealbench {here}, the driver "
+                           f"{code}; install the driver's sealbench on every node "
+                           "(docs/scale.md#what-each-node-needs)")
     try:
         run = _node_run(inputs_box[0], digest)
         task = run.tasks.get((spec.kind, spec.task_id))
         if task is None:
             return NodeFailure(f"shipped protocol has no {spec.kind} task {spec.task_id}")
-        return run.harness.attempt_once(task, run.solver, spec.label)
+        return NodeResult(spec, run.harness.attempt_once(task, run.solver, spec.label))
     except InfrastructureError as exc:
         return NodeFailure(str(exc))
     except MetricHung as exc:
@@ -215,7 +278,11 @@ class RayExecutor:
                           "address (docs/scale.md)")
         try:
             if self.address is None:
-                ray.init(object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
+                # "local", not None: Ray reads None as RAY_ADDRESS or the cluster last
+                # started on this machine (then refuses the object store size); a run
+                # without --ray-address starts its own instance, as docs/scale.md says
+                ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         **quiet)
             else:
                 ray.init(address=self.address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -233,7 +300,14 @@ class RayExecutor:
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
             on_started: OnStarted, should_stop: ShouldStop) -> None:
-        shipped = with_driver_env(replace(inputs(), solver=solver))
+        from sealbench.runner import solver_file_digests
+
+        given = inputs()
+        # the driver's Ray directory too: a worker may share the driver's machine
+        shipped = with_driver_env(replace(
+            given, solver=solver,
+            driver_paths=tuple(dict.fromkeys((*given.driver_paths, *ray_node_paths()))),
+            solver_files=tuple(sorted(solver_file_digests(solver.argv).items()))))
         inputs_ref = ray.put(shipped)
         box = [inputs_ref]
         digest = shipped.digest()
@@ -250,7 +324,7 @@ class RayExecutor:
              abort: threading.Event) -> Finished:
         """One try on the cluster. A user's abort cancels it (the worker is killed, and its
         sandbox with it: bubblewrap runs with --die-with-parent)."""
-        ref = _remote_attempt.remote(box, digest, spec)
+        ref = _remote_attempt.remote(box, digest, spec, sealbench_code())
         while True:
             ready, _ = ray.wait([ref], timeout=POLL_SEC)
             if ready:
@@ -264,18 +338,40 @@ class RayExecutor:
             if abort.is_set():
                 return Interrupted(spec.task_id)
             raise InfrastructureError(f"attempt on {spec.task_id}: {ray_failure(exc)}") from None
-        if isinstance(result, NodeFailure):
-            raise InfrastructureError(f"attempt on {spec.task_id}: {result.detail}")
-        if isinstance(result, HungMetric):
-            raise MetricHung(result.module, result.task_id, result.timeout)
-        return result
+        return checked(result, spec)
+
+
+def checked(result: object, spec: AttemptSpec) -> Finished:
+    """What a worker sent back for `spec`, as the driver records it: a try's result only
+    when it is the answer to this very spec (same task, epoch and label, and a result for
+    that task); anything else (another attempt's result, a worker of another sealbench
+    returning another shape) is an infrastructure error, retried, never scored."""
+    if isinstance(result, NodeFailure):
+        raise InfrastructureError(f"attempt on {spec.task_id}: {result.detail}")
+    if isinstance(result, HungMetric):
+        raise MetricHung(result.module, result.task_id, result.timeout)
+    if not isinstance(result, NodeResult):
+        raise InfrastructureError(f"attempt on {spec.task_id}: the worker answered with "
+                                  f"{type(result).__name__}, not a result (does it run "
+                                  "the driver's sealbench?)")
+    if result.spec != spec or result.finished.task_id != spec.task_id:
+        raise InfrastructureError(
+            f"attempt on {spec.task_id} (epoch {spec.epoch}): the worker answered for "
+            f"{result.finished.task_id} (epoch {result.spec.epoch}); not recorded")
+    return result.finished
 
 
 def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     """Why nothing listens at a HOST:PORT cluster address, or None (also for `auto`, a
     `ray://` address, or none: Ray itself answers those at once). Ray's own connection
     attempt to a dead address retries for minutes and logs every try to stderr."""
-    if address is None or address == "auto" or "://" in address:
+    if address == "auto":
+        found = auto_address()
+        if found is None:
+            return None
+        unreachable = gcs_unreachable(found, timeout)
+        return None if unreachable is None else f"auto is {found}: {unreachable}"
+    if address is None or "://" in address:
         return None
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -285,6 +381,19 @@ def gcs_unreachable(address: str | None, timeout: float = 5.0) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
+
+
+def auto_address() -> str | None:
+    """The address `auto` stands for, found as Ray finds it (RAY_ADDRESS, else the cluster
+    started on this machine), or None when Ray finds none (it says so at once itself). A
+    stale RAY_ADDRESS or a cluster that died would otherwise hold the run for minutes."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment("auto", None)
+    except (ImportError, ConnectionError, OSError, ValueError):
+        return None
+    return found if isinstance(found, str) and found != "auto" else None
 
 
 def ray_failure(exc: BaseException) -> str:
