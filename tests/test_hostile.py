@@ -155,6 +155,7 @@ if TASK == "toy-001":
     # (d) search where the harness keeps things (/tmp, /dev/shm, beside the protocol and the
     # ledger) for the oracle or another task's files
     needles = [bytes.fromhex(n).decode() for n in CFG["needles"]]
+    headers = [bytes.fromhex(n).decode() for n in CFG.get("headers", [])]
     walked = 0
     for top in ("/tmp", "/dev/shm", CFG["base"]):
         for root, dirs, files in os.walk(top):
@@ -167,6 +168,9 @@ if TASK == "toy-001":
                 except OSError:
                     continue
                 hits.extend([path, n] for n in needles if n in text)
+                # a database is a file that starts with the header (the string itself also
+                # appears in library sources, e.g. a package that writes SQLite files)
+                hits.extend([path, n] for n in headers if text.startswith(n))
     loot = {"contents": contents, "hits": hits}
     open("loot.txt", "w").write(json.dumps(loot, indent=1))
     for text in contents.values():  # a real cheat would apply what it found
@@ -193,7 +197,8 @@ def test_solver_cannot_read_the_oracle_fixtures_or_ledger(base: Path) -> None:
                         "fixtures/NP-SECRET-01/secrets/.env", "oracles/toy-000.patch",
                         "tasks/dataset.jsonl", "protocol.lock"],
         ledger_files=[str(db), f"{db}-wal", f"{db}-shm"],
-        needles=[n.encode().hex() for n in (SOLVED.format(1), *others, SQLITE)])
+        needles=[n.encode().hex() for n in (SOLVED.format(1), *others)],
+        headers=[SQLITE.encode().hex()])
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
     rows = records(ledger, result.run_id)
     seen = hostile_report(ledger, rows["toy-001"])
