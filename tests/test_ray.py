@@ -403,18 +403,24 @@ def test_a_dead_cluster_address_is_told_at_once(address: str | None,
     assert (gcs_unreachable(address, timeout=2.0) is not None) == unreachable
 
 
-def test_a_run_at_a_dead_cluster_address_is_refused_in_one_line(tmp_path: Path) -> None:
+def _run_at_address(tmp_path: Path, address: str, *, timeout: float,
+                    env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`sealbench run --executor ray --ray-address ADDRESS` on a sealed toy protocol."""
     proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
     ledger_path = tmp_path / "l.sqlite"
     seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
-    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
-                               "--executor", "ray", "--ray-address", "127.0.0.1:1",
+    return subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
+                               "--executor", "ray", "--ray-address", address,
                                "--ledger", ledger_path),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_run_at_a_dead_cluster_address_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = _run_at_address(tmp_path, "127.0.0.1:1", timeout=120)
     assert done.returncode == 3, done.stderr
     assert "no Ray cluster answers there" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert Ledger(ledger_path).runs() == []
+    assert Ledger(tmp_path / "l.sqlite").runs() == []
 
 
 # --------------------------------------------------------------------------- attack: answers
@@ -508,15 +514,9 @@ def test_a_node_whose_solver_files_differ_from_the_drivers_runs_none_of_its_atte
 def test_auto_with_a_stale_ray_address_is_refused_in_one_line(tmp_path: Path) -> None:
     """A careless operator: RAY_ADDRESS left over from a cluster that is gone. `auto` means
     RAY_ADDRESS to Ray, which then retries for minutes and logs every try to stderr."""
-    proto = make_protocol(tmp_path / "proto", n=3, min_n=3)
-    ledger_path = tmp_path / "l.sqlite"
-    seal(proto, ledger=Ledger(ledger_path), check_instrument=False)
-    done = subprocess.run(_cli("run", proto, "--solver", write_solver(tmp_path / "agent"),
-                               "--executor", "ray", "--ray-address", "auto",
-                               "--ledger", ledger_path),
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "RAY_ADDRESS": "127.0.0.1:1"})
+    done = _run_at_address(tmp_path, "auto", timeout=60,
+                           env={**os.environ, "RAY_ADDRESS": "127.0.0.1:1"})
     assert done.returncode == 3, done.stderr
     assert "auto is 127.0.0.1:1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert Ledger(ledger_path).runs() == []
+    assert Ledger(tmp_path / "l.sqlite").runs() == []

@@ -122,6 +122,7 @@ def _import_quietly() -> None:
     with contextlib.suppress(Exception):
         _scipy_stats()
 
+
 METHODS: Final[tuple[str, ...]] = ("auto", "wilson", "clopper-pearson", "bootstrap")
 """Interval methods :func:`headline` accepts."""
 
