@@ -25,7 +25,7 @@ test: $(STAMP)
 
 # Unit tests only (no whole-protocol runs, no sandbox): the inner loop, well under a minute.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not sandbox"
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not sandbox and not browser"
 
 # `make bench`: every bench/*.py but the slow ones, at their default sizes (a few minutes on 2
 # shared cores). bench_coverage.py simulates interval coverage (many minutes); bench_scale.py
