@@ -160,14 +160,11 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
     bound.append(ETC)
     for private in PRIVATE_DIRS:
         args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
-    # shortest first: a directory already bound makes the files and folders inside it free
-    for path in sorted({*mounts.runtime, *mounts.exposed}, key=lambda p: (len(p.parts), p)):
-        if not any(path.is_relative_to(b) for b in bound):
-            args += ["--ro-bind", str(path), str(path)]
-            bound.append(path)
-    hidden = [*_hidden_inside(bound, mounts.hidden),
-              *(p for p in host.etc_restricted if p.is_relative_to(ETC))]
-    for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
+    binds, every_bound = _read_only_binds(tuple(bound), frozenset(
+        {*mounts.runtime, *mounts.exposed}))
+    args += binds
+    # whether each is a directory, a file or gone is looked at for every attempt
+    for path in _to_hide(every_bound, mounts.hidden, host.etc_restricted):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
@@ -184,6 +181,33 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
     home = str(mounts.home) if mounts.home is not None else "/tmp"
     args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", home]
     return args
+
+
+@functools.lru_cache(maxsize=256)
+def _read_only_binds(bound: tuple[Path, ...], wanted: frozenset[Path]
+                     ) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """The --ro-bind options for the solver's own files and exposed paths not inside what is
+    bound already, shortest first (a directory bound makes what is inside it free), and
+    everything bound then. Pure path arithmetic, remembered: the same few sets come back for
+    every attempt of a run (bench/bench_overhead.py)."""
+    args: list[str] = []
+    done = list(bound)
+    for path in sorted(wanted, key=lambda p: (len(p.parts), p)):
+        if not any(path.is_relative_to(b) for b in done):
+            args += ["--ro-bind", str(path), str(path)]
+            done.append(path)
+    return tuple(args), tuple(done)
+
+
+@functools.lru_cache(maxsize=256)
+def _to_hide(bound: tuple[Path, ...], hidden: tuple[Path, ...],
+             restricted: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Every spelling of a hidden path inside what is bound, and the restricted /etc entries,
+    shortest first; remembered like _read_only_binds (symlinks are resolved once per process
+    already, see _resolved)."""
+    found = [*_hidden_inside(list(bound), hidden), *(p for p in restricted
+                                                      if p.is_relative_to(ETC))]
+    return tuple(sorted(set(found), key=lambda p: (len(p.parts), p)))
 
 
 def _hidden_inside(bound: list[Path], hidden: tuple[Path, ...]) -> list[Path]:
