@@ -29,7 +29,8 @@ jobs, load 8-18, so every figure is noisy; wall per attempt unless said):
   with the machine's load (at load ~16: 2.1x; the bare start is mostly kernel waits);
 - on a quiet machine (load ~2, issue 13's second pass): bare start 8.1-8.9 ms, bubblewrap
   with the attempt's real arguments 11-12 ms (1.35-1.45x, ~1 ms of it the /dev/null binds
-  over restricted /etc files), a whole attempt 17.8-18.3 ms (2.1-2.2x; 19.1 ms before).
+  over restricted /etc files), a whole attempt 16.9-18.6 ms (2.1-2.3x; 18.2-19.1 before),
+  of which the harness's own CPU 5.3-5.8 ms (6.2-6.4 before).
 """
 
 from __future__ import annotations
