@@ -26,7 +26,11 @@ jobs, load 8-18, so every figure is noisy; wall per attempt unless said):
   reading pipes, cgroup reads and kill checks 1.9, reading the workspace back 0.8, laying it
   out 0.7, removing it 0.7, judging with the metric call 0.3 (plus the metric worker's own);
   under load each CPU millisecond costs several of wall time, which is why the ratio grows
-  with the machine's load (at load ~16: 2.1x; the bare start is mostly kernel waits).
+  with the machine's load (at load ~16: 2.1x; the bare start is mostly kernel waits);
+- on a quiet machine (load ~2, issue 13's second pass): bare start 8.1-8.9 ms, bubblewrap
+  with the attempt's real arguments 11-12 ms (1.35-1.45x, ~1 ms of it the /dev/null binds
+  over restricted /etc files), a whole attempt 16.9-18.6 ms (2.1-2.3x; 18.2-19.1 before),
+  of which the harness's own CPU 5.3-5.8 ms (6.2-6.4 before).
 """
 
 from __future__ import annotations

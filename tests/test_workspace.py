@@ -30,10 +30,12 @@ from sealbench.workspace import (
     MODE_FILE,
     MODE_LINK,
     Entry,
+    FixtureRecord,
     ObjectStore,
     Tree,
     build_record,
     read_tree,
+    survey,
     workspace_change,
 )
 
@@ -232,6 +234,59 @@ def test_read_tree_skips_special_files(tmp_path: Path) -> None:
     tree = read_tree(tmp_path)
     assert list(tree) == ["f"]
     assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+
+
+def _to_symlink(path: Path, outside: Path) -> None:
+    path.unlink()
+    os.symlink(outside, path)
+
+
+def _to_fifo(path: Path, outside: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("swap", [_to_symlink, _to_fifo], ids=["symlink", "fifo"])
+def test_read_tree_never_reads_through_a_file_swapped_since_the_survey(
+        tmp_path: Path, swap: Callable[[Path, Path], None]) -> None:
+    """read_tree reads what the survey saw as regular files: one that became a symlink to a
+    host secret, or a FIFO nobody writes to, since then is an error — never the secret's
+    content, never a harness stuck forever on open()."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    scanned, _ = survey(ws)
+    swap(ws / "a.txt", secret)
+    with pytest.raises(OSError):
+        read_tree(ws, scanned)
+
+
+@pytest.mark.parametrize(("files", "git_dirs"), [
+    ({}, ()),
+    ({}, ("objects/info", "refs/heads/deep/er")),  # parents named by no file nor dir
+    ({"a/b/c/d.txt": Entry.of(MODE_FILE, b"d\n")}, ()),
+    ({"run.sh": Entry.of(MODE_EXEC, b"#!/bin/sh\n"), "lnk": Entry.of(MODE_LINK, b"run.sh"),
+      "x/y": Entry.of(MODE_FILE, b"")}, ("refs/tags",)),
+])
+def test_materialize_lays_out_every_file_and_directory(
+        tmp_path: Path, files: Tree, git_dirs: tuple[str, ...]) -> None:
+    """Every directory (empty ones and their parents too), file, mode and symlink of the
+    record, and nothing else; the destination is created here and must not exist."""
+    record = FixtureRecord(files, "0" * 40, {"HEAD": (MODE_FILE, b"ref: refs/heads/main\n")},
+                           git_dirs)
+    ws = tmp_path / "ws"
+    record.materialize(ws)
+    assert read_tree(ws) == files
+    for rel in git_dirs:
+        assert (ws / ".git" / rel).is_dir()
+    assert (ws / ".git" / "HEAD").read_bytes() == b"ref: refs/heads/main\n"
+    for rel, entry in files.items():
+        if entry.mode != MODE_LINK:
+            assert bool((ws / rel).stat().st_mode & stat.S_IXUSR) == (entry.mode == MODE_EXEC)
+    with pytest.raises(FileExistsError):
+        record.materialize(ws)
 
 
 # --------------------------------------------------------------------------- binary content

@@ -84,6 +84,7 @@ def execute(
     timed_out = flooded = interrupted = False
     deadline = started + timeout
     exited_at: float | None = None
+    emptied = False  # the cage was seen empty once the command had exited
     with selectors.DefaultSelector() as selector:
         for stream in (proc.stdout, proc.stderr):
             os.set_blocking(stream.fileno(), False)
@@ -98,7 +99,7 @@ def execute(
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
-                _kill_all(proc.pid, cage)  # leftovers die with it
+                emptied = _kill_all(proc.pid, cage)  # leftovers die with it
             if exited_at is not None and now - exited_at > REAP_GRACE_SEC:
                 break
             for key, _ in selector.select(min(0.05, deadline - now)):
@@ -113,7 +114,8 @@ def execute(
                     flooded = True
             if flooded:
                 break
-    _kill_all(proc.pid, cage)
+    if not emptied:  # an empty cage stays empty: nothing inside is left to fork
+        _kill_all(proc.pid, cage)
     returncode = proc.wait()
     proc.stdout.close()
     proc.stderr.close()
@@ -130,13 +132,13 @@ def execute(
     )
 
 
-def _kill_all(pgid: int, cage: ProcessCage | None) -> None:
+def _kill_all(pgid: int, cage: ProcessCage | None) -> bool:
     """Kill the process group, and with a cage every process of the attempt wherever it
-    went (setsid, double fork)."""
+    went (setsid, double fork); True when the cage is empty now (False without a cage: a
+    process group alone proves nothing about processes that left it)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    if cage is not None:
-        cage.kill_all()
+    return cage is not None and cage.kill_all()
 
 
 def _read_available(fd: int) -> bytes:

@@ -160,14 +160,11 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
     bound.append(ETC)
     for private in PRIVATE_DIRS:
         args += ["--size", str(TMPFS_BYTES), "--tmpfs", str(private)]
-    # shortest first: a directory already bound makes the files and folders inside it free
-    for path in sorted({*mounts.runtime, *mounts.exposed}, key=lambda p: (len(p.parts), p)):
-        if not any(path.is_relative_to(b) for b in bound):
-            args += ["--ro-bind", str(path), str(path)]
-            bound.append(path)
-    hidden = [*_hidden_inside(bound, mounts.hidden),
-              *(p for p in host.etc_restricted if p.is_relative_to(ETC))]
-    for path in sorted(set(hidden), key=lambda p: (len(p.parts), p)):
+    binds, every_bound = _read_only_binds(tuple(bound), frozenset(
+        {*mounts.runtime, *mounts.exposed}))
+    args += binds
+    # whether each is a directory, a file or gone is looked at for every attempt
+    for path in _to_hide(every_bound, mounts.hidden, host.etc_restricted):
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
@@ -184,6 +181,33 @@ def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None)
     home = str(mounts.home) if mounts.home is not None else "/tmp"
     args += ["--chdir", str(mounts.workspace), "--setenv", "HOME", home]
     return args
+
+
+@functools.lru_cache(maxsize=256)
+def _read_only_binds(bound: tuple[Path, ...], wanted: frozenset[Path]
+                     ) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """The --ro-bind options for the solver's own files and exposed paths not inside what is
+    bound already, shortest first (a directory bound makes what is inside it free), and
+    everything bound then. Pure path arithmetic, remembered: the same few sets come back for
+    every attempt of a run (bench/bench_overhead.py)."""
+    args: list[str] = []
+    done = list(bound)
+    for path in sorted(wanted, key=lambda p: (len(p.parts), p)):
+        if not any(path.is_relative_to(b) for b in done):
+            args += ["--ro-bind", str(path), str(path)]
+            done.append(path)
+    return tuple(args), tuple(done)
+
+
+@functools.lru_cache(maxsize=256)
+def _to_hide(bound: tuple[Path, ...], hidden: tuple[Path, ...],
+             restricted: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Every spelling of a hidden path inside what is bound, and the restricted /etc entries,
+    shortest first; remembered like _read_only_binds (symlinks are resolved once per process
+    already, see _resolved)."""
+    found = [*_hidden_inside(list(bound), hidden), *(p for p in restricted
+                                                      if p.is_relative_to(ETC))]
+    return tuple(sorted(set(found), key=lambda p: (len(p.parts), p)))
 
 
 def _hidden_inside(bound: list[Path], hidden: tuple[Path, ...]) -> list[Path]:
@@ -466,23 +490,42 @@ class ProcessCage:
         """The processes in the cage, the harness itself left out (on cgroup v1 its resident
         thread is inside, and `cgroup.procs` names a thread's whole process)."""
         own = os.getpid()
-        try:
-            return [pid for p in (self.path / "cgroup.procs").read_text().split()
-                    if (pid := int(p)) != own]
+        try:  # os-level: read two or three times per attempt, a file object costs double
+            fd = os.open(self._procs_file, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return []
+        try:
+            chunks = [os.read(fd, 65536)]
+            while chunks[-1]:
+                chunks.append(os.read(fd, 65536))
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [pid for p in b"".join(chunks).split() if (pid := int(p)) != own]
+
+    @functools.cached_property
+    def _procs_file(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    @functools.cached_property
+    def _kill_file(self) -> Path | None:
+        """cgroup v2's `cgroup.kill` (kernel 5.14+), looked at once per cage: a cgroup's
+        interface files do not come and go."""
+        kill_file = self.path / "cgroup.kill"
+        return kill_file if kill_file.exists() else None
 
     def kill_all(self, deadline_sec: float = 5.0) -> bool:
         """SIGKILL everything in the cgroup until it is empty (new forks included); True when
         it is, False when processes were still there at the deadline."""
         end = time.monotonic() + deadline_sec
-        kill_file = self.path / "cgroup.kill"
+        kill_file = self._kill_file
         pause = 0.0005
         while time.monotonic() < end:
             pids = self.pids()
             if not pids:
                 return True
-            if kill_file.exists():
+            if kill_file is not None:
                 with contextlib.suppress(OSError):
                     kill_file.write_text("1")
             for pid in pids:

@@ -153,10 +153,26 @@ def read_tree(root: Path, scanned: Scan | None = None) -> Tree:
         if stat.S_ISLNK(info.st_mode):
             tree[rel] = Entry.of(MODE_LINK, os.fsencode(os.readlink(full)))
         elif stat.S_ISREG(info.st_mode):
-            with open(full, "rb") as handle:
-                data = handle.read()
+            data = _read_file(full, info.st_size)
             tree[rel] = Entry.of(MODE_EXEC if info.st_mode & stat.S_IXUSR else MODE_FILE, data)
     return tree
+
+
+def _read_file(path: str, size_hint: int) -> bytes:
+    """A regular file's whole content. os-level (a buffered file object costs twice as much,
+    and this runs for every file of every attempt) and O_NOFOLLOW: a file the survey saw as
+    regular that is a symlink by now is an error (ELOOP), never read through, whatever it
+    points at."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a FIFO or device since
+            raise OSError(errno.EINVAL, "no longer a regular file", path)
+        chunks = [os.read(fd, size_hint + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 20))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- object store
@@ -257,12 +273,19 @@ class FixtureRecord:
     git_dirs: tuple[str, ...] = ()  # empty ones too: git wants refs/ to exist
 
     def materialize(self, dest: Path) -> None:
-        """Write the fixture and its one-commit `.git` into a fresh directory."""
-        top = str(dest)
-        for rel in self.layout_dirs:
-            os.makedirs(os.path.join(top, rel), exist_ok=True)
-        for rel, mode, data in self.layout_files:
-            write_entry(os.path.join(top, rel), mode, data)
+        """Create `dest` (its parent must exist, it must not) holding the fixture and its
+        one-commit `.git`."""
+        os.mkdir(dest)
+        # relative to the new directory's descriptor: the kernel walks a path of a few
+        # components instead of the whole scratch path, once per entry
+        top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            for rel in self.layout_dirs[1:]:  # the first is "" (dest itself)
+                os.mkdir(rel, dir_fd=top)
+            for rel, mode, data in self.layout_files:
+                write_entry(rel, mode, data, top)
+        finally:
+            os.close(top)
 
     @functools.cached_property
     def layout_files(self) -> tuple[tuple[str, int, bytes], ...]:
@@ -273,8 +296,9 @@ class FixtureRecord:
     @functools.cached_property
     def layout_dirs(self) -> tuple[str, ...]:
         """Every directory to create, parents first (computed once per fixture)."""
-        dirs = {""} | {f"{GIT_DIR}/{rel}" for rel in self.git_dirs}
-        for rel, _, _ in self.layout_files:
+        dirs = {""}
+        wanted = [f"{GIT_DIR}/{rel}/x" for rel in self.git_dirs]
+        for rel in [*wanted, *(rel for rel, _, _ in self.layout_files)]:
             parent = os.path.dirname(rel)
             while parent not in dirs:
                 dirs.add(parent)
@@ -282,12 +306,14 @@ class FixtureRecord:
         return tuple(sorted(dirs, key=lambda d: d.count("/") + bool(d)))
 
 
-def write_entry(path: str, mode: int, data: bytes) -> None:
-    """Create one file (or symlink) that must not exist yet."""
+def write_entry(path: str, mode: int, data: bytes, dir_fd: int | None = None) -> None:
+    """Create one file (or symlink) that must not exist yet (path relative to dir_fd when
+    given)."""
     if mode == MODE_LINK:
-        os.symlink(os.fsdecode(data), path)
+        os.symlink(os.fsdecode(data), path, dir_fd=dir_fd)
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if mode == MODE_EXEC else 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                 0o755 if mode == MODE_EXEC else 0o644, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
