@@ -136,6 +136,9 @@ class Warm(TypingProtocol):
 
 
 W = TypeVar("W", bound=Warm)
+# how many jobs are made ready ahead while every worker is busy: one covers a sandbox's
+# start-up; each holds a sandbox, a cage and a laid-out workspace until its turn
+WARM_AHEAD = 1
 
 
 def drive(jobs: Iterable[tuple[Task, int]], workers: int,
@@ -156,11 +159,11 @@ def drive(jobs: Iterable[tuple[Task, int]], workers: int,
     pending = iter(jobs)
     running: dict[Future[Finished], tuple[Task, int]] = {}
     slots = max(1, workers)
-    ahead: list[tuple[Task, int, W | None]] = []  # at most one job, made ready
+    ahead: list[tuple[Task, int, W | None]] = []  # jobs made ready, oldest first
 
     def take() -> tuple[Task, int, W | None] | None:
         if ahead:
-            return ahead.pop()
+            return ahead.pop(0)
         job = next(pending, None)
         return None if job is None else (job[0], job[1], None)
 
@@ -171,11 +174,13 @@ def drive(jobs: Iterable[tuple[Task, int]], workers: int,
                 return
             on_started(job[0], job[1])
             running[pool.submit(attempt, *job)] = (job[0], job[1])
-        if warm is not None and not ahead and len(running) == slots and not should_stop():
+        while (warm is not None and len(ahead) < WARM_AHEAD and len(running) == slots
+               and not should_stop()):
             upcoming = next(pending, None)
-            if upcoming is not None:
-                task, epoch = upcoming
-                ahead.append((task, epoch, warm(task, epoch)))
+            if upcoming is None:
+                return
+            task, epoch = upcoming
+            ahead.append((task, epoch, warm(task, epoch)))
 
     try:
         with ThreadPoolExecutor(max_workers=slots) as pool:
