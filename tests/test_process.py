@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from sealbench.errors import InfrastructureError
 from sealbench.process import Confined, Limits, execute, start_confined
 from sealbench.sandbox import CagePool, Mounts, cgroup_parent, detect
 
@@ -156,6 +158,7 @@ def test_the_time_limit_runs_from_the_go_ahead_not_from_the_start(
 # a harness that starts a sandbox up to its go-ahead and dies (SIGKILL) before letting it go
 DYING_HARNESS = """
 import os, signal, sys
+from dataclasses import replace
 from pathlib import Path
 from sealbench.process import Limits, start_confined
 from sealbench.sandbox import Mounts, detect
@@ -208,3 +211,21 @@ def test_a_command_started_early_holds_no_descriptor_of_the_harness(
     done = confined.run()
     assert done.returncode == 0, done.stderr
     assert sorted(int(fd) for fd in done.stdout.split()) == [0, 1, 2, 3]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("early", [True, False])
+def test_bubblewrap_that_cannot_be_started_is_the_harness_failure_not_the_solvers(
+        tmp_path: Path, pool: CagePool, early: bool) -> None:
+    """The sandbox's own program failing to start (here: gone; in life a fork refused for
+    want of pids or memory while another attempt runs) is the harness's failure, retried,
+    never an outcome charged to the solver — whether it was started early or at run()."""
+    sandbox = replace(detect(), kind="bwrap", bwrap=str(tmp_path / "no-such-bwrap"))
+    (tmp_path / "ws").mkdir()
+    confined = Confined(["true"], sandbox, Mounts(workspace=tmp_path / "ws"),
+                        {"PATH": os.defpath}, Limits(30, 1 << 20), pool, None)
+    if early:
+        confined.launch()
+    with pytest.raises(InfrastructureError, match="the sandbox did not start"):
+        confined.run()
+    assert confined.cage is None or confined.cage.pids() == []

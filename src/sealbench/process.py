@@ -292,6 +292,9 @@ class Confined:
             if self.spawned is None and self.failed is None:
                 self.launch()
             if self.failed is not None:
+                if self.sandbox.kind == "bwrap":  # bubblewrap itself, not the solver's command
+                    raise InfrastructureError("the sandbox did not start: " + self.failed
+                                              .stderr.decode(errors="replace").strip())
                 return self.failed
             assert self.spawned is not None
             started = time.monotonic()
