@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_helpers import kill_matching
+from hostile_helpers import kill_matching, wait_until_gone
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
@@ -409,5 +409,9 @@ def test_a_run_killed_while_the_next_attempt_waits_ready_never_runs_that_attempt
         with contextlib.closing(sqlite3.connect(ledger)) as db:
             assert db.execute("SELECT count(*) FROM inflight WHERE run_id='r1'"
                               ).fetchone()[0] == 1
+        # the waiting sandbox is left in its cage; the next sealbench to start sweeps it
+        subprocess.run([sys.executable, "-c", "from sealbench.sandbox import cgroup_parent;"
+                        " assert cgroup_parent() is not None"], check=True, timeout=60)
+        assert wait_until_gone(str(scratch), 10) == []
     finally:
         kill_matching(str(scratch))
