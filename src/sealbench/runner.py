@@ -848,12 +848,16 @@ class Run:
                 self._open_gate(rules)
 
         # once the gate is certain to fail, only the remaining controls still run (every
-        # misbehaving control is named); no dataset attempt starts for a run without a rate
-        pending = (job for job in jobs
-                   if job[0].kind == "null_pack" or not self.doomed.is_set())
+        # misbehaving control is named); no dataset attempt starts for a run without a rate.
+        # Asked twice: when a job is pulled, and when it is handed over (it may have been made
+        # ready while a control that dooms the run was still running)
+        def wanted(task: Task, _epoch: int) -> bool:
+            return task.kind == "null_pack" or not self.doomed.is_set()
+
+        pending = (job for job in jobs if wanted(*job))
         self.executor.run(harness, self.solver, lambda: self._inputs(harness), pending,
                           self.options.jobs, finished, on_started=started,
-                          should_stop=self.control.stop.is_set)
+                          should_stop=self.control.stop.is_set, wanted=wanted)
 
     def _open_gate(self, rules: dict[str, str]) -> None:
         """Judge the gate as soon as every control has a result, and announce it when it
