@@ -8,7 +8,9 @@ refuses: unsealed, tampered, gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 import errno
+import json
 from dataclasses import dataclass
+from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
@@ -55,6 +57,30 @@ class Refused(SealbenchError):
     """sealbench declines to go on: unsealed, tampered, gate failed, below min_n (exit 3)."""
 
     exit_status = EXIT_REFUSED
+
+
+class FormatViolation(Refused):
+    """sealbench built a document outside its own published format (sealbench.formats): a bug
+    in sealbench, never the user's doing; it refuses to write it (exit 3) rather than ship a
+    document its own schema rejects."""
+
+
+def conforming(model: Any, document: dict[str, Any], what: str) -> dict[str, Any]:
+    """`document`, unchanged, once its JSON validates against `model` (a pydantic model of
+    sealbench.formats, strict: the JSON as written, not a coerced copy); else FormatViolation
+    naming the first field that breaks it. pydantic is imported here, not at start-up."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate_json(json.dumps(document))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise FormatViolation(f"internal error: {what} does not match its format "
+                              f"({model.__name__}, field '{where}': {first['msg']}, "
+                              f"{exc.error_count()} problem(s)); this is a bug in sealbench, "
+                              "please report it") from None
+    return document
 
 
 class InfrastructureError(Exception):

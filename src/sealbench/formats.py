@@ -42,9 +42,11 @@ Network = Literal["none", "model-api", "open"]
 
 
 class Closed(BaseModel):
-    """A record whose keys are all known: an unknown one is an error, not a pass-through."""
+    """A record whose keys are all known: an unknown one is an error, not a pass-through.
+    Strict: what is checked is the JSON as written (validate with model_validate_json), so a
+    count written as "3" is wrong rather than coerced."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 # ------------------------------------------------------------------------- the attempt record
