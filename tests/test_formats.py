@@ -265,3 +265,46 @@ def test_show_json_attempts_match_the_attempt_record(tmp_path: Path, cli: Any) -
     assert len(shown["attempts"]) == 7
     for attempt in shown["attempts"]:
         records.validate_json(json.dumps(attempt["record"]))
+
+
+# ------------------------------------------------------------------ the module and the guard
+
+
+def test_formats_is_a_leaf_module() -> None:
+    """It imports pydantic and the standard library only, so any module may import it
+    (and board's leaderboard models can live in it) without an import cycle."""
+    import ast
+    import sys
+
+    tree = ast.parse((ROOT / "src" / "sealbench" / "formats.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported - {"__future__"} <= {"pydantic"} | set(sys.stdlib_module_names), imported
+
+
+def test_conforming_returns_the_document_itself() -> None:
+    from sealbench.errors import conforming
+
+    report = golden_report()
+    assert conforming(formats.Report, report, "the golden report") is report
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (_set("surprise", 1), "surprise"),
+    (_set("outcomes.pass", "3"), "outcomes.pass"),
+    (_set("null_pack.passed", False), "null_pack.passed"),
+], ids=["unknown key", "count as text", "gate failed"])
+def test_a_document_outside_its_format_is_refused_in_one_line(change: Any, field: str) -> None:
+    """What sealbench would refuse to write (a bug of its own): exit 3, one line, the field."""
+    from sealbench.errors import EXIT_REFUSED, FormatViolation, conforming
+
+    report = golden_report()
+    change(report)
+    with pytest.raises(FormatViolation) as caught:
+        conforming(formats.Report, report, "the report of run golden-run")
+    message = str(caught.value)
+    assert caught.value.exit_status == EXIT_REFUSED and "\n" not in message
+    assert message.startswith("internal error: the report of run golden-run does not match its "
+                              f"format (Report, field '{field}'")

@@ -69,10 +69,17 @@ def conforming(model: Any, document: dict[str, Any], what: str) -> dict[str, Any
     """`document`, unchanged, once its JSON validates against `model` (a pydantic model of
     sealbench.formats, strict: the JSON as written, not a coerced copy); else FormatViolation
     naming the first field that breaks it. pydantic is imported here, not at start-up."""
+    conforming_json(model, json.dumps(document), what)
+    return document
+
+
+def conforming_json(model: Any, text: str, what: str) -> str:
+    """`text` (one JSON document), unchanged, once it validates against `model`: for a writer
+    that has the bytes already (an export line), so they are not serialised twice."""
     from pydantic import ValidationError
 
     try:
-        model.model_validate_json(json.dumps(document))
+        model.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top)"
@@ -80,7 +87,7 @@ def conforming(model: Any, document: dict[str, Any], what: str) -> dict[str, Any
                               f"({model.__name__}, field '{where}': {first['msg']}, "
                               f"{exc.error_count()} problem(s)); this is a bug in sealbench, "
                               "please report it") from None
-    return document
+    return text
 
 
 class InfrastructureError(Exception):

@@ -32,7 +32,7 @@ from sealbench.errors import (
     Refused,
     SealbenchError,
     Unwritable,
-    conforming,
+    conforming_json,
     path_error,
 )
 
@@ -975,7 +975,7 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
     run = ledger.run(run_id)
     refuse_trial(run, "exported")
     for row in ledger.attempts(run_id):
-        yield json.dumps(conforming(ExportLine, {
+        yield conforming_json(ExportLine, json.dumps({
             "format": "sealbench-export/v2",
             "run_id": run.run_id, "protocol_id": run.protocol_id, "identity": run.identity,
             "solver": run.solver, "sandbox": run.sandbox,
@@ -984,7 +984,7 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
             "epochs": run.options["epochs"], "rules": run.options["rules"],
             "seq": row.seq, "phase": row.phase, "task_id": row.task_id, "epoch": row.epoch,
             "record": row.record, "prev_digest": row.prev_digest, "digest": row.digest,
-        }, f"the export line of attempt seq {row.seq} of run {run.run_id}"), sort_keys=True)
+        }, sort_keys=True), f"the export line of attempt seq {row.seq} of run {run.run_id}")
 
 
 def refuse_trial(run: RunRow, what: str) -> None:
