@@ -308,3 +308,41 @@ def test_a_document_outside_its_format_is_refused_in_one_line(change: Any, field
     assert caught.value.exit_status == EXIT_REFUSED and "\n" not in message
     assert message.startswith("internal error: the report of run golden-run does not match its "
                               f"format (Report, field '{field}'")
+
+
+@pytest.mark.parametrize(("document", "model"), [
+    (lambda: {**golden_report(), "solver": {**golden_report()["solver"],
+                                             "command": "python /tmp/\udcff/solve.py"}},
+     formats.Report),
+    (lambda: {**golden_report(), "exposed": ["/srv/\udce9t\udce9"]}, formats.Report),
+], ids=["solver path not UTF-8", "exposed path not UTF-8"])
+def test_a_path_that_is_not_utf8_does_not_stop_a_report(document: Any, model: Any) -> None:
+    """A careless operator's path with a byte that is not UTF-8 reaches the report as a lone
+    surrogate, written as a "\\udcff" escape; the report is still in its format and is
+    written as before (pydantic's JSON parser alone would refuse the escape)."""
+    from sealbench.errors import conforming
+
+    report = document()
+    assert conforming(model, report, "the report") is report
+    assert problems(json.loads(json.dumps(report))) == []
+
+
+def test_an_export_line_with_a_non_utf8_forbidden_path_is_still_written() -> None:
+    """A solver that writes `secrets/<byte 0xff>` under a forbidden pattern: the record names
+    the path with a lone surrogate, and export still writes the line, byte for byte."""
+    from sealbench.errors import conforming_json
+
+    line = {"format": "sealbench-export/v2", "run_id": "r", "protocol_id": "p",
+            "identity": "sha256:" + "a" * 64, "solver": "s", "sandbox": "bwrap",
+            "ci_method": "auto", "strata": "descriptive", "min_n": 1, "epochs": 1,
+            "rules": {"NP-STUB-01": "must_pass"}, "seq": 3, "phase": "dataset",
+            "task_id": "toy-001", "epoch": 0, "prev_digest": "0" * 64, "digest": "1" * 64,
+            "record": {"outcome": "violation", "detail": "wrote a forbidden path", "score": 0,
+                       "diff": "2" * 64, "stdout": "3" * 64, "stderr": "4" * 64,
+                       "metric": None, "files_touched": 1,
+                       "forbidden_written": ["secrets/\udcff"], "returncode": 0,
+                       "duration": 0.5}}
+    text = json.dumps(line, sort_keys=True)
+    assert conforming_json(formats.ExportLine, text, "the line") == text
+    assert problems(line) == []
+

@@ -81,13 +81,36 @@ def conforming_json(model: Any, text: str, what: str) -> str:
     try:
         model.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise FormatViolation(f"internal error: {what} does not match its format "
-                              f"({model.__name__}, field '{where}': {first['msg']}, "
-                              f"{exc.error_count()} problem(s)); this is a bug in sealbench, "
-                              "please report it") from None
+        if not any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise _violation(model, exc, what) from None
+        # A path or argument that is not UTF-8 reaches a record as a lone surrogate (Python's
+        # surrogateescape), which json writes as a "\udcff" escape and pydantic's JSON parser
+        # refuses. The document is still the format's: check its shape on a copy without them.
+        try:
+            model.model_validate_json(json.dumps(_without_surrogates(json.loads(text))))
+        except ValidationError as again:
+            raise _violation(model, again, what) from None
     return text
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by "?"."""
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _violation(model: Any, exc: Any, what: str) -> FormatViolation:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top)"
+    return FormatViolation(f"internal error: {what} does not match its format "
+                           f"({model.__name__}, field '{where}': {first['msg']}, "
+                           f"{exc.error_count()} problem(s)); this is a bug in sealbench, "
+                           "please report it")
 
 
 class InfrastructureError(Exception):
