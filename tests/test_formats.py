@@ -317,9 +317,9 @@ def test_a_document_outside_its_format_is_refused_in_one_line(change: Any, field
     (lambda: {**golden_report(), "exposed": ["/srv/\udce9t\udce9"]}, formats.Report),
 ], ids=["solver path not UTF-8", "exposed path not UTF-8"])
 def test_a_path_that_is_not_utf8_does_not_stop_a_report(document: Any, model: Any) -> None:
-    """A careless operator's path with a byte that is not UTF-8 reaches the report as a lone
-    surrogate, written as a "\\udcff" escape; the report is still in its format and is
-    written as before (pydantic's JSON parser alone would refuse the escape)."""
+    """A careless operator's path with a byte that is not UTF-8 (`run --expose`) reaches the
+    report as a lone surrogate, written as a "\\udcff" escape; the report is still in its format
+    and is written as before (pydantic's JSON parser alone would refuse the escape)."""
     from sealbench.errors import conforming
 
     report = document()
