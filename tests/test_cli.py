@@ -19,7 +19,8 @@ from sealbench.example import init
 # a rate in any form: a percentage, a fraction between 0 and 1, or the words that carry one
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 COMMANDS = ("init", "seal", "verify", "run", "report", "runs", "show", "export",
-            "verify-report", "compare", "doctor", "demo", "import", "keygen")
+            "verify-report", "compare", "leaderboard", "doctor", "demo", "import",
+            "keygen")
 
 WEAKER = """\
 import os, sys
