@@ -367,6 +367,39 @@ def test_a_ledger_with_a_deleted_run_is_refused(board: Board, tmp_path: Path) ->
 
 @pytest.mark.slow
 @pytest.mark.sandbox
+def test_a_published_run_whose_stored_figures_were_edited_is_refused(
+        board: Board, tmp_path: Path) -> None:
+    """The weaker run's stored mean raised to rulebook's: the board must not show it."""
+    copy = tmp_path / "figures.sqlite"
+    _backup(board.ledger, copy)
+    with sqlite3.connect(copy) as db:
+        (text,) = db.execute("SELECT report FROM runs WHERE run_id=?",
+                             (board.runs["weaker"],)).fetchone()
+        report = {**json.loads(text), "mean": 36 / 54}
+        db.execute("UPDATE runs SET report=? WHERE run_id=?",
+                   (json.dumps(report), board.runs["weaker"]))
+    db.close()
+    result = _cli("leaderboard", str(board.proto), "--ledger", str(copy), "--format", "json")
+    assert result.exit_code == 3
+    assert board.runs["weaker"] in result.stderr and "edited" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("argument,why", [
+    ("sha256:abc", "neither a sealed protocol directory nor a protocol identity"),
+    ("{tmp}", "protocol.lock"),  # a directory that was never sealed
+])
+def test_a_protocol_argument_that_names_no_identity_is_one_line(
+        tmp_path: Path, argument: str, why: str) -> None:
+    result = _cli("leaderboard", argument.format(tmp=tmp_path), "--ledger",
+                  str(tmp_path / "none.sqlite"))
+    assert result.exit_code in (2, 3)
+    assert why in result.stderr and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_pair_compare_refuses_makes_the_leaderboard_refuse_naming_it(
         board: Board, tmp_path: Path) -> None:
     """A run under a doubled timeout next to the others: compare refuses the pair (other
@@ -429,6 +462,13 @@ def test_the_text_aligns_letters_in_their_columns_and_never_numbers_a_row() -> N
     assert [row[:4].rstrip() for row in rows] == ["a", "ab", " b"]
     assert "not told apart  A ~ B (p Holm = 0.2); B ~ C (p Holm = 0.3)" in text
     assert "told apart      A > C (p Holm = 0.01)" in text
+
+
+def test_a_zero_width_pair_is_not_told_apart_and_says_why() -> None:
+    board = _made_up()
+    board.pairs[0] = board.pairs[0].model_copy(update={"p": 0.0, "p_holm": 0.0,
+                                                       "ci95": (-0.1, -0.1)})
+    assert "A ~ B (p Holm = 0.0e+00; no claim: the interval has zero width)" in to_text(board)
 
 
 # ------------------------------------------------------------------ in a real browser

@@ -260,6 +260,10 @@ def _pairs(entries: list[_Entry]) -> list[LeaderboardPair]:
             raise Refused(f"cannot build the leaderboard: the pair {first.row.run_id} / "
                           f"{second.row.run_id} is not comparable — {exc}") from None
         raw.append((first, second, pairing))
+    for first, second, pairing in raw:
+        if not 0.0 <= pairing.result.p_value <= 1.0:  # NaN included: Holm cannot order it
+            raise Refused(f"cannot build the leaderboard: the test of {first.row.run_id} / "
+                          f"{second.row.run_id} gave no p-value ({pairing.result.p_value!r})")
     adjusted = holm([pairing.result.p_value for _, _, pairing in raw])
     pairs = []
     for (first, second, pairing), p_holm in zip(raw, adjusted, strict=True):
@@ -331,8 +335,9 @@ def method_line(board: Leaderboard) -> str:
 
 
 def _pair_sentences(board: Leaderboard) -> tuple[list[str], list[str]]:
-    tied = [f"{p.a} ~ {p.b} (p Holm = {_p(p.p_holm)})" for p in board.pairs
-            if not p.distinguishable]
+    tied = [f"{p.a} ~ {p.b} (p Holm = {_p(p.p_holm)}"
+            + ("; no claim: the interval has zero width" if p.p_holm < board.alpha else "")
+            + ")" for p in board.pairs if not p.distinguishable]
     apart = [f"{p.a} {'>' if p.diff < 0 else '<'} {p.b} (p Holm = {_p(p.p_holm)})"
              for p in board.pairs if p.distinguishable]
     return tied, apart
