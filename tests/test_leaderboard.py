@@ -350,6 +350,28 @@ def test_the_same_ledger_twice_counts_each_run_once(board: Board, tmp_path: Path
 
 @pytest.mark.slow
 @pytest.mark.sandbox
+def test_two_different_runs_under_one_id_in_two_ledgers_are_refused(
+        board: Board, tmp_path: Path) -> None:
+    """Recorded through the ledger API (both chains intact): which one is meant is unclear."""
+    copy = tmp_path / "clash.sqlite"
+    _backup(board.second, copy)
+    with closing(Ledger(board.ledger, create=False, readonly=True)) as first, \
+            closing(Ledger(copy, create=False)) as ledger:
+        src = first.run(board.runs["weaker"])
+        ledger.create_run(src.run_id, src.protocol_id, src.identity, src.solver, src.sandbox,
+                          src.options)
+        for row in first.attempts(src.run_id):
+            ledger.add_attempt(src.run_id, row.phase, row.task_id, row.epoch, row.record)
+        ledger.finish_run(src.run_id, "finished")
+        ledger.finish_run(src.run_id, "published", None, build_report(ledger, src.run_id))
+        assert ledger.integrity(src.run_id) == []
+        with pytest.raises(Refused, match=f"run {src.run_id} is in ledger .* with different "
+                                          "records"):
+            build_leaderboard([first, ledger], board.identity)
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_ledger_with_a_deleted_run_is_refused(board: Board, tmp_path: Path) -> None:
     """Dropping the run where an agent did badly is how a leaderboard would be cherry-picked."""
     copy = tmp_path / "edited.sqlite"
