@@ -533,3 +533,9 @@ def test_the_html_page_shows_each_run_its_letters_and_interval_and_loads_nothing
     assert shot.stat().st_size > 0
     print(f"leaderboard screenshot: {shot}")
     sys.stdout.flush()
+
+
+@pytest.mark.parametrize("render", [to_text, to_markdown, to_html, to_json])
+def test_each_renderer_takes_the_json_document_as_well_as_the_model(render: Any) -> None:
+    board = _made_up('agent "x" <y>')
+    assert render(json.loads(to_json(board))) == render(board)

@@ -71,6 +71,8 @@ class LeaderboardLeftOut(_LeaderboardRecord):
 class Leaderboard(_LeaderboardRecord):
     """`sealbench leaderboard --format json`: the published runs of one protocol identity."""
 
+    model_config = ConfigDict(title="sealbench leaderboard (sealbench-leaderboard/v1)")
+
     format: Literal["sealbench-leaderboard/v1"]
     protocol_id: str
     identity: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")

@@ -23,6 +23,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sealbench.compare import check_published, measures_nothing, pair_runs
 from sealbench.errors import BadInput, Refused
@@ -291,10 +292,10 @@ def _run(entry: _Entry, letters: str) -> LeaderboardRun:
 
 
 def schema() -> dict[str, object]:
-    """The JSON Schema (draft 2020-12) of `--format json`, generated from the model."""
+    """The JSON Schema (draft 2020-12) of `--format json`, generated from the model: the
+    draft and id, then the model's own schema (its title included)."""
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": "https://sealbench.dev/schemas/leaderboard.schema.json",
-            "title": f"sealbench leaderboard, {LEADERBOARD_VERSION}",
             **Leaderboard.model_json_schema()}
 
 
@@ -302,7 +303,18 @@ def schema_text() -> str:
     return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
 
 
-def to_json(board: Leaderboard) -> str:
+Document = Leaderboard | dict[str, Any]
+
+
+def _board(document: Document) -> Leaderboard:
+    """The model, from itself or from its JSON document (what a renderer registry passes)."""
+    if isinstance(document, Leaderboard):
+        return document
+    return Leaderboard.model_validate(document)
+
+
+def to_json(document: Document) -> str:
+    board = _board(document)
     return json.dumps(board.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
 
 
@@ -343,9 +355,10 @@ def _pair_sentences(board: Leaderboard) -> tuple[list[str], list[str]]:
     return tied, apart
 
 
-def to_text(board: Leaderboard) -> str:
+def to_text(document: Document) -> str:
     """An aligned table for terminals; solver labels are shown with control characters
     escaped (a solver command can hold anything)."""
+    board = _board(document)
     columns = _columns(board)
     rows = [(_aligned(r.letters, columns), _rate(r.mean), f"[{_rate(r.ci95[0])}, "
              f"{_rate(r.ci95[1])}]", str(r.n), r.run_id,
@@ -383,7 +396,8 @@ def _code(text: object) -> str:
     return "`" + str(text).replace("|", "\\|").replace("`", "'").replace("\n", " ") + "`"
 
 
-def to_markdown(board: Leaderboard) -> str:
+def to_markdown(document: Document) -> str:
+    board = _board(document)
     tied, apart = _pair_sentences(board)
     lines = [f"# sealbench leaderboard — {_code(board.protocol_id)}", "",
              f"Identity {_code(board.identity)}. Tiers: {method_line(board)}.", "",
@@ -446,9 +460,10 @@ def _axis_svg() -> str:
             '</svg>')
 
 
-def to_html(board: Leaderboard) -> str:
+def to_html(document: Document) -> str:
     """One self-contained page: inline CSS and SVG, no script, and a Content-Security-Policy
     that forbids every fetch, so the page cannot reach the network even if a label tried."""
+    board = _board(document)
     e = html.escape
     columns = _columns(board)
     tied, apart = _pair_sentences(board)
