@@ -288,6 +288,13 @@ def test_text_md_and_json_outputs_and_the_json_validates_against_the_shipped_sch
     assert json.loads(by_identity.stdout) == data
 
 
+@pytest.mark.slow
+@pytest.mark.sandbox
+@pytest.mark.parametrize("key,why", [
+    ("trial", "a trial: it has no rate"),
+    ("other", "another exam: protocol 'toy.v1'"),
+    (None, "it is in none of the ledgers"),
+])
 def test_an_explicit_run_that_is_not_a_published_run_of_the_identity_is_refused(
         board: Board, key: str | None, why: str) -> None:
     run_id = board.runs[key] if key else "no-such-run"

@@ -20,6 +20,7 @@ import pytest
 from hostile_helpers import kill_matching, wait_until_gone
 from toy import SOLVER, make_protocol, write_solver
 
+from sealbench.executor import WARM_AHEAD
 from sealbench.ledger import Ledger
 from sealbench.sealing import seal
 
@@ -374,15 +375,18 @@ MARKS_AND_WAITS = "import time\nopen('solver-ran', 'w').close()\ntime.sleep(30)\
 
 
 def _attempt_dirs(scratch: Path) -> list[Path]:
-    return [p for p in scratch.rglob("attempt-*") if (p / "workspace").is_dir()]
+    """The attempt directories of the runs under scratch (never walked into: a walk races
+    with the workspaces being laid out and removed)."""
+    return [p for p in scratch.glob("sealbench-run-*/attempt-*") if (p / "workspace").is_dir()]
 
 
 @pytest.mark.slow
 def test_a_run_killed_while_the_next_attempt_waits_ready_never_runs_that_attempt(
         tmp_path: Path) -> None:
-    """SIGKILL while one attempt runs and the next waits, made ready, for its turn: the ready
-    one's solver never runs (its sandbox keeps waiting: bubblewrap would take the dead
-    harness's closed pipe as the go-ahead), and the ledger knows only the running one."""
+    """SIGKILL while one attempt runs and the next ones (WARM_AHEAD) wait, made ready, for
+    their turn: no ready one's solver runs (its sandbox keeps waiting: bubblewrap would take
+    the dead harness's closed pipe as the go-ahead), and the ledger knows only the running
+    one."""
     proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
     command = write_solver(tmp_path / "agent", MARKS_AND_WAITS)
     ledger = tmp_path / "l.sqlite"
@@ -397,15 +401,16 @@ def test_a_run_killed_while_the_next_attempt_waits_ready_never_runs_that_attempt
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
             dirs = _attempt_dirs(scratch)
-            if len(dirs) == 2 and any((d / "workspace" / "solver-ran").exists() for d in dirs):
+            if len(dirs) == 1 + WARM_AHEAD and any((d / "workspace" / "solver-ran").exists()
+                                                   for d in dirs):
                 break
             time.sleep(0.05)
-        time.sleep(0.5)  # the ready attempt's workspace is laid out by now
+        time.sleep(0.5)  # the ready attempts' workspaces are laid out by now
         proc.kill()
         proc.communicate(timeout=60)
         time.sleep(1.0)  # a solver let go by the harness's death would have marked by now
         ran = sorted((d / "workspace" / "solver-ran").exists() for d in _attempt_dirs(scratch))
-        assert ran == [False, True]
+        assert ran == [False] * WARM_AHEAD + [True]
         with contextlib.closing(sqlite3.connect(ledger)) as db:
             assert db.execute("SELECT count(*) FROM inflight WHERE run_id='r1'"
                               ).fetchone()[0] == 1
