@@ -19,14 +19,17 @@ from sealbench.cli import main
 from sealbench.html import (
     AttemptView,
     Interval,
+    RefusedFacts,
     axis_x,
     interval_plot,
     points,
     rate,
+    refused_page,
     report_page,
     task_anchor,
     text,
 )
+from sealbench.ledger import RunRow
 from sealbench.logs import Captured
 
 # the project's "no rate before the gate" check (tests/test_cli.py, tests/test_blind.py)
@@ -49,13 +52,13 @@ os.execv(sys.executable, [sys.executable, "-m", "sealbench.solvers.rulebook", sy
 
 @pytest.mark.parametrize("value,lo,hi,expected", [
     (0.0, 0.0, 1.0, 190.0),
-    (1.0, 0.0, 1.0, 620.0),
-    (0.5, 0.0, 1.0, 405.0),
+    (1.0, 0.0, 1.0, 720.0),
+    (0.5, 0.0, 1.0, 455.0),
     (-0.2, 0.0, 1.0, 190.0),  # pinned: a bad figure cannot draw off the plot
-    (1.7, 0.0, 1.0, 620.0),
-    (0.0, -1.0, 1.0, 405.0),  # a difference: 0 in the middle
+    (1.7, 0.0, 1.0, 720.0),
+    (0.0, -1.0, 1.0, 455.0),  # a difference: 0 in the middle
     (-1.0, -1.0, 1.0, 190.0),
-    (0.25, -1.0, 1.0, 458.75),
+    (0.25, -1.0, 1.0, 521.25),
 ])
 def test_axis_x_maps_a_value_onto_the_plot(value: float, lo: float, hi: float,
                                            expected: float) -> None:
@@ -118,7 +121,7 @@ def test_an_interval_plot_draws_each_row_inside_the_axis() -> None:
     assert svg.count("<g class=interval") == 2
     assert "&lt;b&gt;" in svg and "<b>" not in svg
     xs = [float(x) for x in re.findall(r'x[12]="([\d.]+)"', svg)]
-    assert min(xs) >= 190.0 and max(xs) <= 620.0
+    assert min(xs) >= 190.0 and max(xs) <= 720.0
 
 
 def _report(**extra: Any) -> dict[str, Any]:
@@ -171,6 +174,30 @@ def test_the_report_page_shows_a_signature_when_signed() -> None:
     signed = _report(signature={"algorithm": "ed25519", "key_fingerprint": "fp-1234"})
     assert "fp-1234" in report_page(signed, [])
     assert "Not signed." in report_page(_report(), [])
+
+
+@pytest.mark.parametrize("outcome,touched,shown", [
+    ("fail", 0, "Files touched: none."),
+    ("pass", 3, "Files touched: 3."),  # the record counts them (an int, not names)
+    ("violation", 1, "Files touched: 1."),
+])
+def test_a_refused_page_says_how_each_control_misbehaved(outcome: str, touched: int,
+                                                        shown: str) -> None:
+    run = RunRow("run-9", "toy", "sha256:abc", "solver", "bwrap", {}, "2026-01-01T00:00:00Z",
+                 None, "refused", "NP-1 (must_fail): failed closed", None)
+    facts = RefusedFacts(run, run.reason or "", [
+        {"id": "NP-1", "rule": "must_fail", "outcome": outcome, "ok": False,
+         "reason": "NP-1 (must_fail): failed closed"},
+        {"id": "NP-2", "rule": "must_pass", "outcome": "pass", "ok": True, "reason": None}],
+        {"NP-1": {"outcome": outcome, "detail": HOSTILE, "files_touched": touched,
+                  "duration": 0.25}}, 40)
+    page = refused_page(facts)
+    assert shown in page and "expected <b>fail (not pass)</b>, got <b>" + outcome in page
+    assert "sealbench show run-9 --task NP-1" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "40 (outcomes not shown)" in page
+    visible = re.sub(r"<style>.*?</style>|<[^>]+>", " ", page, flags=re.S)
+    assert not RATE.search(visible), RATE.search(visible)
 
 
 # ------------------------------------------------------------------------------ in a browser
@@ -272,6 +299,9 @@ def test_the_demo_report_shows_its_interval_banner_and_54_rows_that_open(
         rows = page.locator("details.task")
         assert rows.count() == 54
         first = rows.first
+        cells = first.locator("summary span")
+        assert cells.nth(0).inner_text().startswith("datelite-001")
+        assert ".py" in cells.nth(3).inner_text()  # the files the graded diff touched
         diff = first.locator("pre.diff")
         assert not diff.is_visible()
         first.locator("summary").click()

@@ -33,9 +33,9 @@ __all__ = ["AttemptView", "attempt_views", "axis_x", "compare_page", "refused_fa
            "refused_page", "report_page", "task_anchor"]
 
 # the plot's geometry, in SVG user units
-PLOT_WIDTH = 640
+PLOT_WIDTH = 760
 PLOT_LEFT = 190  # room for a row label
-PLOT_RIGHT = 20
+PLOT_RIGHT = 40
 ROW_HEIGHT = 26
 
 STYLE = """
@@ -156,7 +156,8 @@ def interval_plot(rows: Sequence[Interval], *, lo: float = 0.0, hi: float = 1.0,
     base = ROW_HEIGHT * len(rows) + 8
     for tick in ticks:
         x = axis_x(tick, lo, hi)
-        label = points(tick) if signed else f"{round(100 * tick)}"
+        whole = round(100 * tick)
+        label = (f"{whole:+d}" if whole else "0") if signed else str(whole)
         parts.append(f'<line x1="{x}" x2="{x}" y1="4" y2="{base}" stroke="#ddd"/>'
                      f'<text class=tick x="{x}" y="{base + 14}" text-anchor="middle">'
                      f"{label}</text>")
@@ -232,8 +233,13 @@ def attempt_views(ledger: Ledger, run_id: str) -> list[AttemptView]:
 
 
 def _view(ledger: Ledger, row: AttemptRow) -> AttemptView:
+    from sealbench.patchpaths import diff_paths
+
     record = row.record
-    touched = record.get("files_touched")
+    logs = attempt_logs(ledger, row, full=False)
+    diff = logs.get("diff")
+    # the record counts the files touched; their names are in the diff it graded
+    touched = list(diff_paths(diff.text.encode("utf-8"))) if diff is not None else []
     egress = record.get("egress")
     tests = record.get("tests")
     return AttemptView(
@@ -242,10 +248,8 @@ def _view(ledger: Ledger, row: AttemptRow) -> AttemptView:
         stratum=None if record.get("stratum") is None else str(record["stratum"]),
         cluster=None if record.get("cluster") is None else str(record["cluster"]),
         detail=str(record.get("detail") or ""),
-        files_touched=[str(f) for f in touched] if isinstance(touched, list) else [],
-        egress=egress if isinstance(egress, list) else None,
-        tests=tests if isinstance(tests, dict) else None,
-        logs=attempt_logs(ledger, row, full=False))
+        files_touched=touched, egress=egress if isinstance(egress, list) else None,
+        tests=tests if isinstance(tests, dict) else None, logs=logs)
 
 
 def _tests_summary(tests: dict[str, Any] | None) -> str:
@@ -569,10 +573,10 @@ def _control_detail(record: dict[str, Any] | None) -> str:
     a figure that reads as a rate included)."""
     if record is None:
         return "It did not run."
-    touched = record.get("files_touched") or []
+    touched = record.get("files_touched")  # a count (names are in the diff, not shown)
     return (f"Detail: {text(record.get('detail') or '-')}. Files touched: "
-            + (", ".join(f"<code>{text(f)}</code>" for f in touched) or "none")
-            + f". Took {text(duration_text(record.get('duration')))}.")
+            f"{text(touched if isinstance(touched, int) and touched else 'none')}. "
+            f"Took {text(duration_text(record.get('duration')))}.")
 
 
 # ------------------------------------------------------------------------------ comparison

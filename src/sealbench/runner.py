@@ -892,8 +892,8 @@ class Run:
 
     def _refused_page(self) -> str:
         """Write the refused run's page (html.refused_page: which controls misbehaved, no rate)
-        where its report.html would have gone; the clause naming it, or "" when it cannot be
-        written (the refusal stands either way, with its exit status)."""
+        where its report.html would have gone; the clause naming it, or saying why it could not
+        be written (the refusal stands either way, with its exit status)."""
         from sealbench.html import refused_facts, refused_page
 
         path = self.report_path.with_suffix(".html")
@@ -901,8 +901,8 @@ class Run:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(refused_page(refused_facts(self.ledger, self.run_id)),
                             encoding="utf-8")
-        except OSError:
-            return ""
+        except OSError as exc:
+            return f". Its page could not be written to {path} ({exc.strerror or exc})"
         return f". Its page: {path}"
 
     def _resume_hint(self) -> str:
