@@ -22,6 +22,7 @@ from sealbench.html import (
     RefusedFacts,
     axis_x,
     interval_plot,
+    page,
     points,
     rate,
     refused_page,
@@ -299,7 +300,7 @@ def test_the_demo_report_shows_its_interval_banner_and_54_rows_that_open(
         rows = page.locator("details.task")
         assert rows.count() == 54
         first = rows.first
-        cells = first.locator("summary span")
+        cells = first.locator("summary > span")
         assert cells.nth(0).inner_text().startswith("datelite-001")
         assert ".py" in cells.nth(3).inner_text()  # the files the graded diff touched
         diff = first.locator("pre.diff")
@@ -381,3 +382,18 @@ def test_a_hostile_diff_stays_text_in_the_browser(tmp_path: Path, browser: Any) 
         seen.page.locator("details.task summary").first.click()
         assert HOSTILE in seen.page.locator("pre.diff").first.inner_text()
         assert _rates_are_bare(seen) == []
+        # the filter, the one script the page's policy lets run, runs
+        assert seen.page.locator("details.task:visible").count() == 2
+        seen.page.locator("input[data-filter][value=pass]").uncheck()
+        assert seen.page.locator("details.task:visible").count() == 1
+
+
+@pytest.mark.browser
+def test_a_script_that_escaping_missed_would_still_not_run(tmp_path: Path,
+                                                           browser: Any) -> None:
+    path = tmp_path / "injected.html"
+    path.write_text(page("t", ["<script>window.pwned = 4</script>",
+                               "<img src=data:, onerror='window.pwned = 5'>"], script=True))
+    with rendered(browser, path) as seen:
+        assert seen.page.evaluate("typeof window.pwned") == "undefined"
+        assert seen.outside_requests(path) == []

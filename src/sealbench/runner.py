@@ -885,10 +885,9 @@ class Run:
         reasons = gate.reasons()
         self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
         self.emit("refused", {"reason": "the null pack failed: " + "; ".join(reasons)})
+        # the page before the resume command, which stays last on the line to copy
         raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
-                      "computed" + self._resume_hint()
-                      + self._refused_page(),
-                      reasons)
+                      "computed" + self._refused_page() + self._resume_hint(), reasons)
 
     def _refused_page(self) -> str:
         """Write the refused run's page (html.refused_page: which controls misbehaved, no rate)
@@ -923,8 +922,8 @@ class Run:
         except NotPublishable as exc:
             self.ledger.finish_run(self.run_id, "refused", str(exc))
             self.emit("refused", {"reason": str(exc)})
-            raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}"
-                          f"{self._refused_page()}") from None
+            raise Refused(f"run {self.run_id} refused: {exc}{self._refused_page()}"
+                          f"{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         if self.options.signer is not None:  # the files carry it; the ledger's copy does not
             self._check_signable()
