@@ -10,6 +10,11 @@ task), on the same machine, in interleaved rounds:
 - the seed: the article's `run_protocol.py` (SEED_RUNNER below, verbatim from the article, kept
   here and never in src/), unsandboxed, on the sealed protocol file.
 
+Both run with Python's bytecode cache on (PYTHONDONTWRITEBYTECODE removed from their
+environment) after one warm-up round that is not counted, as an installed sealbench runs (pip
+compiles a package's modules when it installs it): without the cache every one of sealbench's
+modules is compiled again at each start, which measures the compiler.
+
 Printed: medians of both, their ratio (target <= 3x), and the ratio again with
 `sealbench --version` (interpreter and import start-up, which the startup part of issue 13
 works on) taken off sealbench's side. Usage: python bench/bench_seed.py [rounds] [jobs]
@@ -31,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_seed import CORRECT, build_seed_protocol  # the bundled seed protocol
 
 BIN = Path(sys.executable).parent
+# the children's environment: the bytecode cache on, as an installed package has it
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 SEALBENCH = str(BIN / "sealbench")
 
 # The article's runner, verbatim (seed/agent-scores-without-a-null-pack.md, "run_protocol.py").
@@ -146,7 +153,8 @@ def time_sealbench(proto: Path, agent: Path, ledger: Path, jobs: int) -> float:
     argv = [SEALBENCH, "run", str(proto), "--solver", "bash ./solve.sh", "--ledger",
             str(ledger), "--quiet", "--jobs", str(jobs)]
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=agent, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, cwd=agent, capture_output=True, text=True, check=False,
+                          env=CHILD_ENV)
     elapsed = time.perf_counter() - started
     if done.returncode != 0 or f'"mean": {CORRECT / 40}' not in _report(ledger):
         raise SystemExit(f"sealbench run failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -161,7 +169,8 @@ def _report(ledger: Path) -> str:
 def time_seed(proto: Path) -> float:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "run_protocol.py", "protocol.sealed.yaml"],
-                          cwd=proto, capture_output=True, text=True, check=False)
+                          cwd=proto, capture_output=True, text=True, check=False,
+                          env=CHILD_ENV)
     elapsed = time.perf_counter() - started
     if done.returncode != 0 or f'"mean": {CORRECT / 40}' not in done.stdout:
         raise SystemExit(f"the seed's runner failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -170,7 +179,7 @@ def time_seed(proto: Path) -> float:
 
 def time_version() -> float:
     started = time.perf_counter()
-    subprocess.run([SEALBENCH, "--version"], check=True, capture_output=True)
+    subprocess.run([SEALBENCH, "--version"], check=True, capture_output=True, env=CHILD_ENV)
     return time.perf_counter() - started
 
 
@@ -183,6 +192,8 @@ def main() -> None:
         ours: list[float] = []
         seed: list[float] = []
         version: list[float] = []
+        time_sealbench(proto, agent, tmp / "warm-up" / "ledger.sqlite", jobs)  # not counted
+        time_seed(proto)
         for number in range(rounds):
             ours.append(time_sealbench(proto, agent, tmp / f"run-{number}" / "ledger.sqlite",
                                        jobs))

@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def test_drive_hands_results_back_on_the_calling_thread_and_stops_when_asked() -
     seen: list[tuple[int, int]] = []
     stop = threading.Event()
 
-    def attempt(_task: Task, epoch: int) -> Interrupted:
+    def attempt(_task: Task, epoch: int, _ready: object) -> Interrupted:
         return Interrupted(f"t{epoch}")
 
     def finished(_task: Task, epoch: int, _result: object) -> None:
@@ -111,7 +112,7 @@ def test_drive_hands_results_back_on_the_calling_thread_and_stops_when_asked() -
 def test_a_hung_metric_aborts_the_other_attempts_and_is_raised() -> None:
     abort = threading.Event()
 
-    def attempt(_task: Task, epoch: int) -> Interrupted:
+    def attempt(_task: Task, epoch: int, _ready: object) -> Interrupted:
         if epoch == 0:
             raise MetricHung("metric.py", "t0", 1.0)
         abort.wait(30)  # a running attempt: the abort ends it
@@ -122,6 +123,73 @@ def test_a_hung_metric_aborts_the_other_attempts_and_is_raised() -> None:
               lambda *_: None, abort=abort, on_started=lambda _t, _e: None,
               should_stop=lambda: False)
     assert abort.is_set()
+
+
+@dataclass
+class Ready:
+    """A job made ready ahead (what drive's `warm` returns), noting what became of it."""
+
+    epoch: int
+    discarded: bool = False
+
+    def discard(self) -> None:
+        self.discarded = True
+
+
+def _drive_with_warm(epochs: int, stop_after: int | None = None, fail_at: int | None = None,
+                     made: list[Ready] | None = None) -> tuple[list[str], list[Ready]]:
+    """drive() over `epochs` jobs on one worker with a warm-up; the events in order and every
+    Ready made (into `made` when given, so a test can look at them after a raise)."""
+    events: list[str] = []
+    made = [] if made is None else made
+    stop = threading.Event()
+
+    def warm(_task: Task, epoch: int) -> Ready:
+        made.append(Ready(epoch))
+        events.append(f"ready {epoch}")
+        return made[-1]
+
+    def attempt(_task: Task, epoch: int, ready: Ready | None) -> Interrupted:
+        events.append(f"run {epoch} {'ready' if ready is not None else 'cold'}")
+        if epoch == fail_at:
+            raise MetricHung("metric.py", f"t{epoch}", 1.0)
+        return Interrupted(f"t{epoch}")
+
+    def finished(_task: Task, epoch: int, _result: object) -> None:
+        if epoch == stop_after:
+            stop.set()
+
+    drive([(Task.__new__(Task), i) for i in range(epochs)], 1, attempt, finished,
+          abort=threading.Event(), on_started=lambda _t, e: events.append(f"start {e}"),
+          should_stop=stop.is_set, warm=warm)
+    return events, made
+
+
+def test_drive_makes_the_next_job_ready_while_the_worker_is_busy() -> None:
+    """Each job after the first is made ready while the one before runs, and counts as
+    started only when it is handed over."""
+    events, made = _drive_with_warm(3)
+    runs = [e for e in events if e.startswith(("run", "start"))]
+    assert runs == ["start 0", "run 0 cold", "start 1", "run 1 ready", "start 2",
+                    "run 2 ready"]
+    assert [r.epoch for r in made] == [1, 2] and not any(r.discarded for r in made)
+    assert events.index("ready 1") < events.index("start 1")
+
+
+def test_a_job_made_ready_but_never_handed_over_is_discarded_and_never_started() -> None:
+    """A stop after job 0 leaves job 1 made ready: it is discarded, and never started (a
+    resume runs it)."""
+    events, made = _drive_with_warm(4, stop_after=0)
+    assert "start 1" not in events and not any(e.startswith("run 1") for e in events)
+    assert [(r.epoch, r.discarded) for r in made] == [(1, True)]
+
+
+def test_a_job_made_ready_is_discarded_when_the_run_fails() -> None:
+    made: list[Ready] = []
+    with pytest.raises(MetricHung):
+        _drive_with_warm(4, fail_at=1, made=made)
+    # job 2 was made ready while job 1 ran; the hung metric ended the run before it ran
+    assert [(r.epoch, r.discarded) for r in made] == [(1, False), (2, True)]
 
 
 @pytest.mark.sandbox

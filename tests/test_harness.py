@@ -271,3 +271,44 @@ def test_filling_the_memory_scratch_past_the_budget_is_the_solvers_violation(
         assert list(harness.scratch.glob("attempt-*")) == []  # its pages are gone
         honest = harness.attempt(task, CommandSolver(("true",)))
         assert isinstance(honest, AttemptResult) and honest.outcome == "fail", honest
+
+
+LIST_RUN_DIR = """
+import os
+print("\\n".join(sorted(os.listdir(os.path.dirname(os.path.dirname(
+    os.environ["SEALBENCH_WORKSPACE"]))))))
+"""
+
+
+def test_in_a_run_each_solver_sees_only_its_own_attempt_while_the_next_is_made_ready(
+        tmp_path: Path) -> None:
+    """run_all makes the next attempt ready (sandbox started, workspace laid out) while one
+    runs: two attempt directories exist on the host at once, and still each solver's view of
+    the run directory holds its own attempt only."""
+    script = tmp_path / "list.py"
+    script.write_text(LIST_RUN_DIR)
+    harness = _harness(tmp_path)
+    made_ready: list[object] = []
+    prepare = harness.prepare
+
+    def counting(*args: object) -> object:
+        ready = prepare(*args)  # type: ignore[arg-type]
+        made_ready.append(ready)
+        return ready
+
+    harness.prepare = counting  # type: ignore[method-assign, assignment]
+    results: list[object] = []
+    with harness:
+        task = harness.protocol.dataset[0]
+        argv = (sys.executable, str(script))
+        harness.run_all(((task, epoch) for epoch in range(4)),
+                        CommandSolver(argv, visible=command_files(argv)), 1,
+                        lambda _t, _e, result: results.append(result))
+    assert len(made_ready) == 3 and all(r is not None for r in made_ready)
+    seen = []
+    for result in results:
+        assert isinstance(result, AttemptResult), result
+        listing = result.stdout.decode().split()
+        assert len(listing) == 1 and listing[0].startswith("attempt-"), listing
+        seen.append(listing[0])
+    assert len(set(seen)) == 4

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sealbench.process import execute
-from sealbench.sandbox import CagePool, cgroup_parent
+from sealbench.process import Confined, Limits, execute, start_confined
+from sealbench.sandbox import CagePool, Mounts, cgroup_parent, detect
 
 pytestmark = pytest.mark.skipif(cgroup_parent() is None,
                                 reason="no writable pids cgroup here (not root?)")
@@ -31,6 +32,20 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return fields[0] != "Z"
+
+
+def _running_with(text: str) -> list[int]:
+    """Live processes whose command line contains text (procps may not be installed)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 # a command that leaves a process behind in every way it can (its own session, a double
@@ -69,3 +84,69 @@ def test_cage_pids_lists_the_attempts_processes_and_never_the_harness(pool: Cage
         child.wait()
     assert cage.kill_all() and cage.pids() == []
     pool.release(cage)
+
+
+# --------------------------------------------------------------------------- started early
+
+
+def _confined(tmp_path: Path, script: str, pool: CagePool | None,
+              timeout: float = 30) -> Confined:
+    """`sh -c script` started under bubblewrap (up to its go-ahead) with tmp_path/ws as its
+    workspace and tmp_path/out writable."""
+    sandbox = detect()
+    if sandbox.kind != "bwrap":
+        pytest.fail(f"needs bubblewrap: {sandbox.reason}")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "out").mkdir()
+    mounts = Mounts(workspace=tmp_path / "ws", writable=(tmp_path / "out",))
+    return start_confined(["sh", "-c", script], sandbox=sandbox, mounts=mounts,
+                          env={"PATH": os.defpath}, limits=Limits(timeout, 1 << 20),
+                          cages=pool)
+
+
+@pytest.mark.sandbox
+def test_a_started_sandbox_runs_its_command_only_when_let_go_and_sees_what_came_meanwhile(
+        tmp_path: Path, pool: CagePool) -> None:
+    """The harness lays the workspace out after bubblewrap started: the bind mounts are of
+    the directories, so files written in between are what the command finds."""
+    confined = _confined(tmp_path, f"cat late.txt; touch {tmp_path}/out/ran", pool)
+    time.sleep(0.3)  # bubblewrap is set up by now, blocked before the command
+    assert not (tmp_path / "out" / "ran").exists()
+    (tmp_path / "ws" / "late.txt").write_text("written after the sandbox started\n")
+    done = confined.run()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"written after the sandbox started\n"
+    assert (tmp_path / "out" / "ran").exists()
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("caged", [True, False])
+def test_a_cancelled_sandbox_never_runs_its_command_and_leaves_no_process(
+        tmp_path: Path, pool: CagePool, caged: bool) -> None:
+    """cancel() kills before it closes the block pipe (bubblewrap reads end-of-file as the
+    go-ahead): the command never runs and nothing of it is left — with a cage, and without
+    one, where only that order (and --die-with-parent) stops it."""
+    confined = _confined(tmp_path, f"touch {tmp_path}/out/ran; sleep 60",
+                         pool if caged else None)
+    time.sleep(0.3)
+    assert confined.spawned is not None
+    bwrap = confined.spawned.proc.pid
+    confined.cancel()
+    time.sleep(0.5)  # had the command been let go, it would have touched its file by now
+    assert not (tmp_path / "out" / "ran").exists()
+    assert not _alive(bwrap)
+    assert _running_with(f"touch {tmp_path}/out/ran") == []
+    if caged:
+        assert confined.cage is not None and confined.cage.pids() == []
+
+
+@pytest.mark.sandbox
+def test_the_time_limit_runs_from_the_go_ahead_not_from_the_start(
+        tmp_path: Path, pool: CagePool) -> None:
+    """A sandbox made ready ahead of its turn may wait longer than its limit; the solver's
+    clock starts when it is let go."""
+    confined = _confined(tmp_path, "sleep 0.2", pool, timeout=2.0)
+    time.sleep(3.0)
+    done = confined.run()
+    assert not done.timed_out and done.returncode == 0
+    assert done.duration < 2.0

@@ -22,6 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol as TypingProtocol
+from typing import TypeVar
 
 from sealbench.egress import AllowedHost
 from sealbench.environment import EnvironmentRecord
@@ -127,39 +128,79 @@ def open_harness(protocol: Protocol, files: Iterable[SealedFile], settings: RunS
                    allow_hosts=settings.allow_hosts)
 
 
+class Warm(TypingProtocol):
+    """A job made ready ahead of its turn (solver.PreparedAttempt): either run by `attempt`
+    or discarded."""
+
+    def discard(self) -> None: ...
+
+
+W = TypeVar("W", bound=Warm)
+# how many jobs are made ready ahead while every worker is busy: one covers a sandbox's
+# start-up; each holds a sandbox, a cage and a laid-out workspace until its turn
+WARM_AHEAD = 1
+
+
 def drive(jobs: Iterable[tuple[Task, int]], workers: int,
-          attempt: Callable[[Task, int], Finished], on_finished: OnFinished, *,
-          abort: threading.Event, on_started: OnStarted, should_stop: ShouldStop) -> None:
+          attempt: Callable[[Task, int, W | None], Finished], on_finished: OnFinished, *,
+          abort: threading.Event, on_started: OnStarted, should_stop: ShouldStop,
+          warm: Callable[[Task, int], W | None] | None = None) -> None:
     """Run (task, epoch) jobs through `attempt` on `workers` threads. Starts and results are
     handed back on this thread, so the ledger is written by one thread, in completion order;
     once should_stop() is true no new job starts and the running ones finish. A hung metric
-    sets `abort` (the attempts still running end now, never recorded) and is raised."""
+    sets `abort` (the attempts still running end now, never recorded) and is raised.
+
+    With `warm`, while every worker is busy this thread makes the next job ready (its
+    sandbox started, its workspace laid out: solver.prepare_attempt) and hands it to
+    `attempt` when a worker frees; so an attempt's start-up overlaps the one before it
+    (docs/running.md). A ready job counts as started only when handed over; one never handed
+    over (a stop, an abort, an error) is discarded, unrecorded, and runs on resume.
+    """
     pending = iter(jobs)
     running: dict[Future[Finished], tuple[Task, int]] = {}
     slots = max(1, workers)
-    with ThreadPoolExecutor(max_workers=slots) as pool:
+    ahead: list[tuple[Task, int, W | None]] = []  # jobs made ready, oldest first
 
-        def fill() -> None:
-            while len(running) < slots and not should_stop():
-                job = next(pending, None)
-                if job is None:
-                    return
-                on_started(*job)
-                running[pool.submit(attempt, *job)] = job
+    def take() -> tuple[Task, int, W | None] | None:
+        if ahead:
+            return ahead.pop(0)
+        job = next(pending, None)
+        return None if job is None else (job[0], job[1], None)
 
-        fill()
-        while running:
-            # a timeout keeps the main thread responsive to signals (Ctrl-C)
-            done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                task, epoch = running.pop(future)
-                try:
-                    result = future.result()
-                except MetricHung:
-                    abort.set()
-                    raise
-                on_finished(task, epoch, result)
+    def fill() -> None:
+        while len(running) < slots and not should_stop():
+            job = take()
+            if job is None:
+                return
+            on_started(job[0], job[1])
+            running[pool.submit(attempt, *job)] = (job[0], job[1])
+        while (warm is not None and len(ahead) < WARM_AHEAD and len(running) == slots
+               and not should_stop()):
+            upcoming = next(pending, None)
+            if upcoming is None:
+                return
+            task, epoch = upcoming
+            ahead.append((task, epoch, warm(task, epoch)))
+
+    try:
+        with ThreadPoolExecutor(max_workers=slots) as pool:
             fill()
+            while running:
+                # a timeout keeps the main thread responsive to signals (Ctrl-C)
+                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task, epoch = running.pop(future)
+                    try:
+                        result = future.result()
+                    except MetricHung:
+                        abort.set()
+                        raise
+                    on_finished(task, epoch, result)
+                fill()
+    finally:
+        for _, _, ready in ahead:
+            if ready is not None:
+                ready.discard()
 
 
 class Executor(TypingProtocol):
@@ -194,9 +235,8 @@ class LocalExecutor:
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
             on_started: OnStarted, should_stop: ShouldStop) -> None:
-        drive(jobs, workers, lambda task, epoch: harness.attempt(task, solver, epoch),
-              on_finished, abort=harness.context.abort, on_started=on_started,
-              should_stop=should_stop)
+        harness.run_all(jobs, solver, workers, on_finished, on_started=on_started,
+                        should_stop=should_stop)
 
 
 def executor_named(name: str, *, ray_address: str | None = None) -> Executor:

@@ -35,7 +35,14 @@ from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
 from sealbench.protocol import LOCK_FILE, Protocol, Task
 from sealbench.sandbox import CagePool, Sandbox
-from sealbench.solver import AttemptContext, AttemptResult, Solver, run_attempt
+from sealbench.solver import (
+    AttemptContext,
+    AttemptResult,
+    PreparedAttempt,
+    Solver,
+    prepare_attempt,
+    run_attempt,
+)
 from sealbench.verifier import Verifier
 from sealbench.workspace import (
     MODE_LINK,
@@ -385,20 +392,38 @@ class Harness:
 
     # ------------------------------------------------------------------ attempts
 
-    def attempt(self, task: Task, solver: Solver, epoch: int = 0) -> Finished:
+    def attempt(self, task: Task, solver: Solver, epoch: int = 0,
+                ready: PreparedAttempt | None = None) -> Finished:
         """One attempt, retried only when the harness (not the solver) failed, after a
-        growing pause (see RETRY_BACKOFF_SEC); a user's abort cuts the pause short."""
+        growing pause (see RETRY_BACKOFF_SEC); a user's abort cuts the pause short. `ready`
+        (from prepare) is its first try, made ready ahead; a retry starts afresh."""
         label = self.attempt_id(task, epoch)
+        first = [ready] if ready is not None else []
         return retried(task.id, self.context.abort,
-                       lambda: self.attempt_once(task, solver, label))
+                       lambda: self.attempt_once(task, solver, label,
+                                                 first.pop() if first else None))
 
-    def attempt_once(self, task: Task, solver: Solver, label: str) -> Finished:
+    def attempt_once(self, task: Task, solver: Solver, label: str,
+                     ready: PreparedAttempt | None = None) -> Finished:
         """One try of an attempt: its result, or Interrupted when the user killed it; raises
         InfrastructureError when the harness failed (the caller retries) and MetricHung."""
         try:
+            if ready is not None:
+                return ready.run()
             return run_attempt(task, solver, self.context, attempt_id=label)
         except AttemptInterrupted:
             return Interrupted(task.id)
+
+    def prepare(self, task: Task, solver: Solver, epoch: int = 0) -> PreparedAttempt | None:
+        """The attempt made ready ahead of its turn (its sandbox started, its workspace laid
+        out: solver.prepare_attempt); None when that failed here, so the attempt itself
+        starts afresh and its retries apply as ever."""
+        if self.context.abort.is_set():
+            return None
+        try:
+            return prepare_attempt(task, solver, self.context, self.attempt_id(task, epoch))
+        except InfrastructureError:
+            return None
 
     def run_all(
         self,
@@ -411,12 +436,13 @@ class Harness:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         """Run (task, epoch) jobs on `workers` threads of this machine (the local executor's
-        loop, sealbench.executor.drive: starts and results come back on this thread)."""
+        loop, sealbench.executor.drive: starts and results come back on this thread; the next
+        job is made ready while the workers are busy)."""
         from sealbench.executor import drive
 
-        drive(jobs, workers, lambda task, epoch: self.attempt(task, solver, epoch),
-              on_finished, abort=self._abort, on_started=on_started,
-              should_stop=should_stop)
+        drive(jobs, workers, lambda task, epoch, ready: self.attempt(task, solver, epoch, ready),
+              on_finished, abort=self._abort, on_started=on_started, should_stop=should_stop,
+              warm=lambda task, epoch: self.prepare(task, solver, epoch))
 
 
 def retried(task_id: str, abort: threading.Event, once: Callable[[], Finished]) -> Finished:

@@ -55,13 +55,29 @@ def execute(
     cage: ProcessCage | None = None, pass_fds: tuple[int, ...] = (),
     abort: threading.Event | None = None,
 ) -> Execution:
-    """Run a command in its own session; kill the whole group on timeout or output flood.
-
-    stdout and stderr are read together with a selector, never with communicate(): a grandchild
-    that keeps a pipe open must not hold the harness past the deadline, and output beyond the
-    cap is dropped as it arrives so memory stays bounded whatever the solver prints.
-    """
+    """Run a command in its own session; kill the whole group on timeout or output flood."""
     started = time.monotonic()
+    try:
+        spawned = spawn(argv, cwd=cwd, env=env, cage=cage, pass_fds=pass_fds)
+    except OSError as exc:
+        return Execution(None, b"", f"solver could not start: {exc}".encode(),
+                         duration=time.monotonic() - started)
+    return supervise(spawned, timeout=timeout, output_cap=output_cap, abort=abort,
+                     started=started)
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A command started in its own session (in its cage), its output not read yet."""
+
+    proc: subprocess.Popen[bytes]
+    cage: ProcessCage | None
+    oom_kills: int  # the cage's count before the command: more after it means it hit its cap
+
+
+def spawn(argv: list[str], *, cwd: Path, env: dict[str, str], cage: ProcessCage | None = None,
+          pass_fds: tuple[int, ...] = ()) -> Spawned:
+    """Start argv in a new session, inside `cage` when given; OSError when it cannot start."""
     oom_kills = cage.oom_kills() if cage is not None else 0
     if cage is not None:
         argv = [*cage.prefix(), *argv]
@@ -72,11 +88,21 @@ def execute(
             stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
         )
 
-    try:
-        proc = cage.spawn(start) if cage is not None else start()
-    except OSError as exc:
-        return Execution(None, b"", f"solver could not start: {exc}".encode(),
-                         duration=time.monotonic() - started)
+    proc = cage.spawn(start) if cage is not None else start()
+    return Spawned(proc, cage, oom_kills)
+
+
+def supervise(spawned: Spawned, *, timeout: float, output_cap: int,
+              abort: threading.Event | None = None, started: float | None = None) -> Execution:
+    """Read a spawned command's output until it ends; kill the whole group (and cage) on
+    timeout, output flood or abort. The clock runs from `started` (default: now).
+
+    stdout and stderr are read together with a selector, never with communicate(): a grandchild
+    that keeps a pipe open must not hold the harness past the deadline, and output beyond the
+    cap is dropped as it arrives so memory stays bounded whatever the solver prints.
+    """
+    proc, cage = spawned.proc, spawned.cage
+    started = time.monotonic() if started is None else started
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers: dict[int, bytearray] = {out_fd: bytearray(), err_fd: bytearray()}
@@ -119,7 +145,7 @@ def execute(
     returncode = proc.wait()
     proc.stdout.close()
     proc.stderr.close()
-    memory_exceeded = cage is not None and cage.oom_kills() > oom_kills
+    memory_exceeded = cage is not None and cage.oom_kills() > spawned.oom_kills
     return Execution(
         None if timed_out or flooded or interrupted else returncode,
         bytes(buffers[out_fd]),
@@ -130,6 +156,16 @@ def execute(
         interrupted=interrupted,
         memory_exceeded=memory_exceeded,
     )
+
+
+def discard(spawned: Spawned) -> None:
+    """End a spawned command that will never be let go: everything it started dies, its
+    pipes are closed and it is reaped."""
+    _kill_all(spawned.proc.pid, spawned.cage)
+    spawned.proc.wait()
+    for stream in (spawned.proc.stdout, spawned.proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _kill_all(pgid: int, cage: ProcessCage | None) -> bool:
@@ -169,28 +205,126 @@ def run_confined(argv: list[str], *, sandbox: Sandbox, mounts: Mounts, env: dict
     Raises InfrastructureError when bubblewrap itself did not start the command (its JSON
     status never said so): that is the harness's failure, to be retried, never the command's.
     """
-    memory = limits.max_memory_mb * 1024 * 1024 if limits.max_memory_mb else None
-    cage = cages.acquire(limits.max_processes, memory) if cages else None
-    status_r, status_w = os.pipe()
-    try:
-        sandboxed = sandbox.kind == "bwrap"
-        wrapped = sandbox.wrap(argv, mounts, status_fd=status_w if sandboxed else None)
-        if memory is not None and (cage is None or cage.memory is None):
-            wrapped = [*memory_rlimit_prefix(memory), *wrapped]  # no memory cgroup here
-        execution = execute(wrapped, cwd=mounts.workspace, env=env, timeout=limits.timeout,
-                            output_cap=limits.output_cap, cage=cage,
-                            pass_fds=(status_w,) if sandboxed else (), abort=abort)
-        os.close(status_w)
-        status_w = -1
-        cut_short = (execution.interrupted or execution.timed_out or execution.flooded
-                     or execution.memory_exceeded)
-        if sandboxed and not cut_short and not sandbox_ran(_read_available(status_r)):
-            raise InfrastructureError("the sandbox did not start: " + execution.stderr[-500:]
-                                      .decode(errors="replace").strip())
-        return execution
-    finally:
-        for fd in (status_r, status_w):
-            if fd >= 0:
-                os.close(fd)
-        if cage is not None and cages is not None:
-            cages.release(cage)
+    return start_confined(argv, sandbox=sandbox, mounts=mounts, env=env, limits=limits,
+                          cages=cages, abort=abort).run()
+
+
+def start_confined(argv: list[str], *, sandbox: Sandbox, mounts: Mounts, env: dict[str, str],
+                   limits: Limits, cages: CagePool | None,
+                   abort: threading.Event | None = None) -> Confined:
+    """run_confined in two steps: under bubblewrap the sandbox is started now and set up while
+    the caller goes on (laying out the workspace its mounts name), and the command itself
+    runs only at Confined.run(); without bubblewrap nothing starts before run()."""
+    confined = Confined(argv, sandbox, mounts, env, limits, cages, abort)
+    if sandbox.kind == "bwrap":
+        confined.launch()
+    return confined
+
+
+class Confined:
+    """One confined command, started up to its last step.
+
+    Why: bubblewrap spends most of its start (namespaces, mounts: ~7 of its ~10 ms here,
+    bench/bench_overhead.py) before it executes the command. Started with `--block-fd`, it
+    does all of that and then waits for one byte on a pipe, so the harness can lay out the
+    workspace meanwhile — the mounts bind the directories, not their contents, so files written
+    after the start are what the command sees — and run() lets it go. The time limit runs from
+    run(). A Confined never let go must be cancel()ed: closing the pipe alone would let the
+    command start (bubblewrap reads end-of-file as the go-ahead), so cancel kills first.
+    """
+
+    def __init__(self, argv: list[str], sandbox: Sandbox, mounts: Mounts, env: dict[str, str],
+                 limits: Limits, cages: CagePool | None, abort: threading.Event | None) -> None:
+        self.argv, self.sandbox, self.mounts, self.env = argv, sandbox, mounts, env
+        self.limits, self.cages, self.abort = limits, cages, abort
+        memory = limits.max_memory_mb * 1024 * 1024 if limits.max_memory_mb else None
+        self.cage = cages.acquire(limits.max_processes, memory) if cages else None
+        self.memory = memory
+        self.spawned: Spawned | None = None
+        self.failed: Execution | None = None  # the command could not even start
+        self._fds: list[int] = []
+        self._status_r = self._status_w = self._go = -1
+        self._done = False
+
+    def _pipe(self) -> tuple[int, int]:
+        read, write = os.pipe()
+        self._fds += [read, write]
+        return read, write
+
+    def _close(self, fd: int) -> int:
+        if fd in self._fds:
+            self._fds.remove(fd)
+            os.close(fd)
+        return -1
+
+    def launch(self) -> None:
+        """Start the command (under bubblewrap, up to its block pipe)."""
+        started = time.monotonic()
+        sandboxed = self.sandbox.kind == "bwrap"
+        pass_fds: tuple[int, ...] = ()
+        try:
+            if sandboxed:
+                self._status_r, self._status_w = self._pipe()
+                wait_r, self._go = self._pipe()
+                wrapped = self.sandbox.wrap(self.argv, self.mounts, status_fd=self._status_w,
+                                            block_fd=wait_r)
+                pass_fds = (self._status_w, wait_r)
+            else:
+                wait_r = -1
+                wrapped = self.sandbox.wrap(self.argv, self.mounts)
+            if self.memory is not None and (self.cage is None or self.cage.memory is None):
+                wrapped = [*memory_rlimit_prefix(self.memory), *wrapped]  # no memory cgroup
+            try:
+                self.spawned = spawn(wrapped, cwd=self.mounts.workspace, env=self.env,
+                                     cage=self.cage, pass_fds=pass_fds)
+            except OSError as exc:
+                self.failed = Execution(None, b"", f"solver could not start: {exc}".encode(),
+                                        duration=time.monotonic() - started)
+            self._close(wait_r)
+            self._status_w = self._close(self._status_w)
+        except BaseException:
+            self.cancel()
+            raise
+
+    def run(self) -> Execution:
+        """Let the command go and supervise it to its end; the cage goes back afterwards."""
+        try:
+            if self.spawned is None and self.failed is None:
+                self.launch()
+            if self.failed is not None:
+                return self.failed
+            assert self.spawned is not None
+            started = time.monotonic()
+            if self._go >= 0:
+                with contextlib.suppress(OSError):  # bubblewrap gone already: its status says
+                    os.write(self._go, b"x")
+                self._go = self._close(self._go)
+            execution = supervise(self.spawned, timeout=self.limits.timeout,
+                                  output_cap=self.limits.output_cap, abort=self.abort,
+                                  started=started)
+            cut_short = (execution.interrupted or execution.timed_out or execution.flooded
+                         or execution.memory_exceeded)
+            if (self.sandbox.kind == "bwrap" and not cut_short
+                    and not sandbox_ran(_read_available(self._status_r))):
+                raise InfrastructureError("the sandbox did not start: " + execution.stderr[-500:]
+                                          .decode(errors="replace").strip())
+            return execution
+        finally:
+            self._finish()
+
+    def cancel(self) -> None:
+        """Never let the command go: kill it (before its block pipe closes), free the cage."""
+        try:
+            if self.spawned is not None and self._go >= 0:
+                discard(self.spawned)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for fd in list(self._fds):
+            self._close(fd)
+        if self.cage is not None and self.cages is not None:
+            self.cages.release(self.cage)

@@ -317,8 +317,8 @@ class RayExecutor:
             spec = AttemptSpec(task.kind, task.id, epoch, harness.attempt_id(task, epoch))
             return retried(task.id, abort, lambda: self._try(box, digest, spec, abort))
 
-        drive(jobs, workers, attempt, on_finished, abort=abort, on_started=on_started,
-              should_stop=should_stop)
+        drive(jobs, workers, lambda task, epoch, _ready: attempt(task, epoch), on_finished,
+              abort=abort, on_started=on_started, should_stop=should_stop)
 
     def _try(self, box: list[Any], digest: str, spec: AttemptSpec,
              abort: threading.Event) -> Finished:

@@ -119,16 +119,21 @@ class Sandbox:
     network: bool = False
     reason: str | None = None
 
-    def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None) -> list[str]:
+    def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None,
+             block_fd: int | None = None) -> list[str]:
         """The command line that runs argv confined to mounts (argv itself without a sandbox).
 
         status_fd receives bubblewrap's JSON status: an `exit-code` line proves the command
-        ran, which is how a harness failure is told apart from the solver's own.
+        ran, which is how a harness failure is told apart from the solver's own. With
+        block_fd, bubblewrap sets the sandbox up and then waits to read a byte (or end of
+        file) from it before it executes argv (sealbench.process.Confined).
         """
         if self.kind == "none" or self.bwrap is None:
             return argv
         status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
-        return [self.bwrap, *status, *bwrap_args(mounts, network=self.network), "--", *argv]
+        block = ["--block-fd", str(block_fd)] if block_fd is not None else []
+        return [self.bwrap, *status, *block, *bwrap_args(mounts, network=self.network), "--",
+                *argv]
 
 
 def bwrap_args(mounts: Mounts, *, network: bool, host: HostLayout | None = None) -> list[str]:

@@ -34,7 +34,14 @@ from sealbench.errors import InfrastructureError, Refused
 from sealbench.gate import Outcome
 from sealbench.metric import Grader, MetricResult
 from sealbench.patchpaths import diff_paths
-from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
+from sealbench.process import (
+    AttemptInterrupted,
+    Confined,
+    Execution,
+    Limits,
+    run_confined,
+    start_confined,
+)
 from sealbench.protocol import NetworkPolicy, Task
 from sealbench.sandbox import CagePool, Mounts, Sandbox
 from sealbench.verifier import VerifierRun, protected_hits
@@ -165,6 +172,29 @@ class CommandSolver:
     host_env: tuple[tuple[str, str], ...] | None = None
 
     def act(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Execution:
+        begun = self.start(task, ws, ctx)
+        if begun is None:
+            return self._through_egress_proxy(task, ws, ctx)
+        return begun if isinstance(begun, Execution) else begun.run()
+
+    def start(self, task: Task, ws: Workspace, ctx: AttemptContext) -> Confined | Execution | None:
+        """The attempt's sandbox started up to the solver's own start (Confined.run lets it
+        go), so the harness lays the workspace out while bubblewrap sets up; an Execution
+        when the solver's command cannot run at all; None when it cannot start early
+        (budget.network model-api: the proxy is the attempt's own, see act)."""
+        if ctx.network == "model-api":
+            return None
+        planned = self._plan(task, ws, ctx)
+        if isinstance(planned, Execution):
+            return planned
+        argv, env, mounts, limits = planned
+        return start_confined(argv, sandbox=ctx.sandbox, mounts=mounts, env=env,
+                              limits=limits, cages=ctx.cages, abort=ctx.abort)
+
+    def _plan(self, task: Task, ws: Workspace, ctx: AttemptContext
+              ) -> tuple[list[str], dict[str, str], Mounts, Limits] | Execution:
+        """What the solver runs, with what environment, mounts and limits; an Execution when
+        its command is not there to run (the solver's fault, decided before any sandbox)."""
         host = os.environ if self.host_env is None else dict(self.host_env)
         env = solver_environment(host, self.env_names, ws)
         env, runtime = sandbox_view(ctx.environment, env, self.visible)
@@ -178,15 +208,19 @@ class CommandSolver:
             home=ws.home,
         )
         missing = _not_executable(self.argv[0], env.get("PATH", os.defpath))
-        if missing is not None:  # the solver's fault, decided before any sandbox starts
+        if missing is not None:
             return Execution(None, b"", f"solver could not start: {missing}".encode())
         limits = Limits(timeout=attempt_timeout(task, ctx), output_cap=ctx.output_cap,
                         max_processes=ctx.max_processes, max_memory_mb=ctx.max_memory_mb)
-        argv = [*self.argv, ws.attempt_id]
-        if ctx.network == "model-api":
-            return _through_egress_proxy(argv, env, mounts, limits, ws, ctx)
-        return run_confined(argv, sandbox=ctx.sandbox, mounts=mounts, env=env, limits=limits,
-                            cages=ctx.cages, abort=ctx.abort)
+        return [*self.argv, ws.attempt_id], env, mounts, limits
+
+    def _through_egress_proxy(self, task: Task, ws: Workspace, ctx: AttemptContext
+                              ) -> Execution:
+        planned = self._plan(task, ws, ctx)
+        if isinstance(planned, Execution):
+            return planned
+        argv, env, mounts, limits = planned
+        return _through_egress_proxy(argv, env, mounts, limits, ws, ctx)
 
 
 def _through_egress_proxy(argv: list[str], env: dict[str, str], mounts: Mounts,
@@ -271,58 +305,123 @@ def run_attempt(task: Task, solver: Solver, ctx: AttemptContext,
     `violation`, never an infrastructure error. A full disk (ENOSPC, EDQUOT) is the solver's
     when its workspace is over its own budget, the harness's otherwise.
     """
-    with ctx.cages.holding() if ctx.cages is not None else contextlib.nullcontext():
-        return _attempt(task, solver, ctx, attempt_id)
+    return prepare_attempt(task, solver, ctx, attempt_id).run()
 
 
-def _attempt(task: Task, solver: Solver, ctx: AttemptContext,
-             attempt_id: str | None) -> AttemptResult:
-    """run_attempt's body; the cages it uses go back to the pool only once its workspace is
-    removed (CagePool.holding)."""
+def prepare_attempt(task: Task, solver: Solver, ctx: AttemptContext,
+                    attempt_id: str | None = None) -> PreparedAttempt:
+    """An attempt up to the solver's start: its directories made, its sandbox started (for a
+    solver that can start early) and, while bubblewrap sets up, its workspace, prompt and HOME
+    laid out. run() lets the solver go; discard() ends it unrun. Raises InfrastructureError
+    when the harness failed."""
     try:
         attempt_dir = Path(tempfile.mkdtemp(prefix="attempt-", dir=ctx.scratch))
     except OSError as exc:
         raise InfrastructureError(f"attempt on {task.id}: no attempt directory: {exc}") from exc
+    begun: Confined | Execution | None = None
     try:
         try:
-            ws = _prepare(task, attempt_dir, ctx, attempt_id or task.id)
+            ws = _skeleton(task, attempt_dir, attempt_id or task.id)
         except OSError as exc:
-            raise InfrastructureError(f"attempt on {task.id}: the workspace could not be "
-                                      f"laid out: {exc}") from exc
+            raise _not_laid_out(task, exc) from exc
+        start = getattr(solver, "start", None)
+        if start is not None:
+            try:
+                begun = start(task, ws, ctx)
+            except OSError as exc:
+                raise InfrastructureError(f"attempt on {task.id}: the solver could not be "
+                                          f"run: {exc}") from exc
         try:
-            execution = solver.act(task, ws, ctx)
+            _fill(task, ws, ctx)
         except OSError as exc:
-            raise InfrastructureError(f"attempt on {task.id}: the solver could not be run: "
-                                      f"{exc}") from exc
-        if execution.interrupted:
-            raise AttemptInterrupted(task.id)
-        try:
-            change = _collect(ws, execution, task, ctx)
-            if change.oversize is None:
-                change = replace(change, oversize=_home_over_budget(ws.home, ctx))
-        except OSError as exc:
-            over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
-            if over is not None:
-                return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx,
-                             attempt_dir, ws.root)
-            raise _harness_failure(task, "failed in the harness", exc) from exc
-        try:
-            refused = _refusal(ws.refuse_file)
-        except SolverFault as fault:
-            change, refused = replace(change, fault=str(fault)), None
-        if change.diff_too_large is not None and ctx.diff_source == "stdout":
-            # the printed diff is stdout: keep no more of it than of any diff
-            execution = replace(execution, stdout=change.diff)
-        try:
-            return judge(task, execution, change, refused, ctx, attempt_dir, ws.root)
-        except OSError as exc:
-            over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
-            if over is not None:
-                return judge(task, execution, replace(change, oversize=over), None, ctx,
-                             attempt_dir, ws.root)
-            raise _harness_failure(task, "judging failed in the harness", exc) from exc
-    finally:
+            raise _not_laid_out(task, exc) from exc
+        return PreparedAttempt(task, solver, ctx, attempt_dir, ws, begun)
+    except BaseException:
+        if isinstance(begun, Confined):
+            begun.cancel()
         remove_tree(attempt_dir)
+        raise
+
+
+def _not_laid_out(task: Task, exc: OSError) -> InfrastructureError:
+    return InfrastructureError(f"attempt on {task.id}: the workspace could not be laid out: "
+                               f"{exc}")
+
+
+@dataclass
+class PreparedAttempt:
+    """An attempt laid out, its solver not let go yet (prepare_attempt). Exactly one of run()
+    or discard() must follow: both remove the attempt's directory."""
+
+    task: Task
+    solver: Solver
+    ctx: AttemptContext
+    attempt_dir: Path
+    ws: Workspace
+    begun: Confined | Execution | None  # what solver.start gave; None: act() runs it all
+
+    def run(self) -> AttemptResult:
+        """Let the solver act and judge what it left; the cages it used go back to the pool
+        only once its workspace is removed (CagePool.holding)."""
+        cages = self.ctx.cages
+        with cages.holding() if cages is not None else contextlib.nullcontext():
+            try:
+                return _judged(self.task, self._act(), self.ctx, self.attempt_dir, self.ws)
+            finally:
+                remove_tree(self.attempt_dir)
+
+    def _act(self) -> Execution:
+        try:
+            if isinstance(self.begun, Confined):
+                return self.begun.run()
+            if isinstance(self.begun, Execution):
+                return self.begun
+            return self.solver.act(self.task, self.ws, self.ctx)
+        except OSError as exc:
+            raise InfrastructureError(f"attempt on {self.task.id}: the solver could not be "
+                                      f"run: {exc}") from exc
+
+    def discard(self) -> None:
+        """End the attempt unrun: its sandbox killed before the solver could start, its
+        directory removed. Nothing of it is recorded."""
+        try:
+            if isinstance(self.begun, Confined):
+                self.begun.cancel()
+        finally:
+            remove_tree(self.attempt_dir)
+
+
+def _judged(task: Task, execution: Execution, ctx: AttemptContext, attempt_dir: Path,
+            ws: Workspace) -> AttemptResult:
+    """The attempt's result from what the solver did and left (run_attempt's attribution
+    rules)."""
+    if execution.interrupted:
+        raise AttemptInterrupted(task.id)
+    try:
+        change = _collect(ws, execution, task, ctx)
+        if change.oversize is None:
+            change = replace(change, oversize=_home_over_budget(ws.home, ctx))
+    except OSError as exc:
+        over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
+        if over is not None:
+            return judge(task, execution, Change(b"", (), (), oversize=over), None, ctx,
+                         attempt_dir, ws.root)
+        raise _harness_failure(task, "failed in the harness", exc) from exc
+    try:
+        refused = _refusal(ws.refuse_file)
+    except SolverFault as fault:
+        change, refused = replace(change, fault=str(fault)), None
+    if change.diff_too_large is not None and ctx.diff_source == "stdout":
+        # the printed diff is stdout: keep no more of it than of any diff
+        execution = replace(execution, stdout=change.diff)
+    try:
+        return judge(task, execution, change, refused, ctx, attempt_dir, ws.root)
+    except OSError as exc:
+        over = _over_budget(attempt_dir, ctx) if _disk_full(exc) else None
+        if over is not None:
+            return judge(task, execution, replace(change, oversize=over), None, ctx,
+                         attempt_dir, ws.root)
+        raise _harness_failure(task, "judging failed in the harness", exc) from exc
 
 
 def _disk_full(exc: OSError) -> bool:
@@ -371,10 +470,11 @@ def _home_over_budget(home: Path, ctx: AttemptContext) -> str | None:
     return None
 
 
-def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext,
-             attempt_id: str) -> Workspace:
+def _skeleton(task: Task, attempt_dir: Path, attempt_id: str) -> Workspace:
+    """The attempt's directories, empty, and its prompt: every path its sandbox binds, so the
+    sandbox can start before the workspace is filled (_fill)."""
     root = attempt_dir / "workspace"
-    ctx.record_for(task).materialize(root)
+    root.mkdir()
     side = attempt_dir / "side"
     out = side / "out"
     out.mkdir(parents=True)
@@ -382,12 +482,16 @@ def _prepare(task: Task, attempt_dir: Path, ctx: AttemptContext,
     prompt.write_text(task.prompt, encoding="utf-8")
     prompt.chmod(0o444)
     home = attempt_dir / "home"
-    if ctx.home_seed is None:
-        home.mkdir(mode=0o700)
-    else:  # symlinks stay symlinks: the copy never follows one out of the seed
-        shutil.copytree(ctx.home_seed, home, symlinks=True)
+    home.mkdir(mode=0o700)
     return Workspace(root=root, prompt_file=prompt, refuse_file=out / "refuse.txt",
                      attempt_id=attempt_id, home=home)
+
+
+def _fill(task: Task, ws: Workspace, ctx: AttemptContext) -> None:
+    """The fixture into the workspace, the HOME seed into HOME (both made by _skeleton)."""
+    ctx.record_for(task).materialize(ws.root, made=True)
+    if ctx.home_seed is not None:  # symlinks stay symlinks: never followed out of the seed
+        shutil.copytree(ctx.home_seed, ws.home, symlinks=True, dirs_exist_ok=True)
 
 
 def _collect(ws: Workspace, execution: Execution, task: Task, ctx: AttemptContext) -> Change:

@@ -272,10 +272,12 @@ class FixtureRecord:
     git_files: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     git_dirs: tuple[str, ...] = ()  # empty ones too: git wants refs/ to exist
 
-    def materialize(self, dest: Path) -> None:
+    def materialize(self, dest: Path, *, made: bool = False) -> None:
         """Create `dest` (its parent must exist, it must not) holding the fixture and its
-        one-commit `.git`."""
-        os.mkdir(dest)
+        one-commit `.git`; with made=True, fill `dest`, which exists and is empty (an
+        attempt's sandbox may already bind it: sealbench.process.Confined)."""
+        if not made:
+            os.mkdir(dest)
         # relative to the new directory's descriptor: the kernel walks a path of a few
         # components instead of the whole scratch path, once per entry
         top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
