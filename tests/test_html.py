@@ -322,6 +322,17 @@ def test_the_demo_report_shows_its_interval_banner_and_54_rows_that_open(
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.sandbox
+def test_report_format_html_prints_the_page_run_wrote(pages: Pages) -> None:
+    """`sealbench report RUN --format html` recomputes the same page from the ledger."""
+    printed = CliRunner().invoke(main, ["report", pages.report.stem, "--format", "html",
+                                        "--ledger", str(pages.ledger)])
+    assert printed.exit_code == 0, printed.stderr
+    assert printed.stdout == pages.report.read_text()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_refused_run_page_names_each_misbehaving_control_and_holds_no_rate(
         pages: Pages, browser: Any, tmp_path: Path) -> None:
     with rendered(browser, pages.refused, _shot(tmp_path, "refused")) as seen:
