@@ -599,8 +599,9 @@ def compare_page(comparison: dict[str, Any],
 
     runs, paired, dis = comparison["runs"], comparison["paired"], comparison["disagreements"]
     a, b = runs["a"], runs["b"]
-    both = interval_plot([_interval(f"A {a['run_id'][:12]}", a), _interval(
-        f"B {b['run_id'][:12]}", b)], title="each run's rate and 95% interval")
+    # "A" and "B": run ids share their date prefix, the table above names each run whole
+    both = interval_plot([_interval("A", a), _interval("B", b)],
+                         title="each run's rate and 95% interval")
     difference = _interval("B − A", {**paired, "mean": paired["diff"],
                                      "ci_method": paired["method"]})
     diff = interval_plot([difference], lo=-1.0, hi=1.0, signed=True,
