@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # (tests/conftest.py). `make test PARALLEL=` runs the suite in one process.
 PARALLEL ?= -n auto --dist loadscope
 
-.PHONY: demo test test-fast lint clean bench bench-all
+.PHONY: demo test test-fast lint clean bench bench-all schemas
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/sealbench demo
+
+# Regenerate the shipped JSON Schemas (src/sealbench/schemas/ and docs/schemas/) from the models
+# after a format change (docs/formats.md#schemas); tests/test_formats.py fails until you do.
+schemas: $(STAMP)
+	$(BIN)/python -m sealbench.schemas
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench tools

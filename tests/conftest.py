@@ -12,12 +12,14 @@ from __future__ import annotations
 import ast
 import os
 import tempfile
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from format_checks import check_text, check_tree, validated
 from toy import make_protocol, write_solver
 
 from sealbench.cli import main
@@ -37,6 +39,49 @@ def _scratch_in_the_temp_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     they were written for. The memory default itself is tested in tests/test_harness.py, with
     SEALBENCH_SCRATCH unset."""
     monkeypatch.setenv("SEALBENCH_SCRATCH", tempfile.gettempdir())
+
+
+# tmp_paths checked after their test (or left alone: forged on purpose), not walked again at
+# the end of the session
+_CHECKED_DIRS: set[Path] = set()
+
+
+@pytest.fixture(autouse=True)
+def _documents_match_their_schemas(request: pytest.FixtureRequest, tmp_path: Path
+                                   ) -> Iterator[None]:
+    """After each test, every report, comparison and export it wrote under tmp_path must
+    validate against the schema `sealbench schema NAME` prints (issue 14, acceptance 4;
+    tests/format_checks.py). A test that forges invalid ones on purpose is marked
+    `forged_documents`."""
+    yield
+    _CHECKED_DIRS.add(tmp_path)
+    if request.node.get_closest_marker("forged_documents") is None:
+        found = check_tree(tmp_path)
+        if found:
+            pytest.fail("written documents do not match their shipped schema:\n"
+                        + "\n".join(found), pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_documents_match_their_schemas(tmp_path_factory: pytest.TempPathFactory
+                                          ) -> Iterator[None]:
+    """The same check, at the end of the session, for what module- and session-scoped
+    fixtures wrote (their directories are no test's tmp_path)."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    found = [problem for child in sorted(base.iterdir())  # not pytest's NAMEcurrent links
+             if child.is_dir() and not child.is_symlink()
+             and not any(d == child or d.is_relative_to(child) for d in _CHECKED_DIRS)
+             for problem in check_tree(child)]
+    if found:
+        pytest.fail("documents written by shared fixtures do not match their shipped "
+                    "schema:\n" + "\n".join(found), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if validated:
+        counts = ", ".join(f"{count} {name}" for name, count in sorted(validated.items()))
+        terminalreporter.write_line(f"documents validated against their shipped schemas: {counts}")
 
 
 SHARED_SCOPES = frozenset({"module", "package", "class"})
@@ -155,4 +200,8 @@ class Cli:
 
     def __call__(self, *args: str | os.PathLike[str]) -> Result:
         runner = CliRunner()
-        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+        result = runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+        found = check_text(result.stdout)  # a report, comparison or export it printed
+        assert not found, "printed documents do not match their shipped schema:\n" + \
+            "\n".join(found)
+        return result

@@ -19,7 +19,7 @@ from sealbench.example import init
 # a rate in any form: a percentage, a fraction between 0 and 1, or the words that carry one
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 COMMANDS = ("init", "seal", "verify", "run", "report", "runs", "show", "export",
-            "verify-report", "compare", "doctor", "demo", "import", "keygen")
+            "verify-report", "compare", "doctor", "demo", "import", "keygen", "schema")
 
 WEAKER = """\
 import os, sys
@@ -505,3 +505,32 @@ def test_stdout_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path,
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert "standard output" in done.stderr and "No space left on device" in done.stderr
+
+
+# ------------------------------------------------------------------------------ sealbench schema
+
+
+@pytest.mark.parametrize("name", ["report", "comparison", "events", "export"])
+def test_schema_prints_the_shipped_schema(name: str) -> None:
+    from sealbench.schemas import shipped_text
+
+    result = CliRunner().invoke(main, ["schema", name])
+    assert result.exit_code == 0
+    assert result.stdout == shipped_text(name)
+    schema = json.loads(result.stdout)
+    assert schema["$id"].endswith(f"/{name}.schema.json")
+
+
+def test_schema_of_an_unknown_format_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["schema", "receipt"])
+    assert result.exit_code == 2
+    assert "'receipt' is not one of" in result.stderr
+    assert "report" in result.stderr and result.stdout == ""
+
+
+def test_schema_choices_are_the_registry() -> None:
+    """Adding a format to sealbench.schemas.SCHEMAS is all `sealbench schema` needs."""
+    from sealbench.schemas import SCHEMAS
+
+    result = CliRunner().invoke(main, ["schema", "--help"])
+    assert all(name in result.output for name in SCHEMAS)

@@ -28,7 +28,7 @@ def _validator() -> jsonschema.protocols.Validator:
 def test_the_published_schema_is_generated_from_the_models() -> None:
     assert SCHEMA_PATH.read_text() == schema_text(), (
         "the event models changed: regenerate the schema with "
-        "`python -m sealbench.events > docs/schemas/events.schema.json`")
+        "`make schemas` (python -m sealbench.schemas)")
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -137,7 +137,8 @@ class Ready:
 
 
 def _drive_with_warm(epochs: int, stop_after: int | None = None, fail_at: int | None = None,
-                     made: list[Ready] | None = None) -> tuple[list[str], list[Ready]]:
+                     made: list[Ready] | None = None, unwanted_after: int | None = None,
+                     start_fails_at: int | None = None) -> tuple[list[str], list[Ready]]:
     """drive() over `epochs` jobs on one worker with a warm-up; the events in order and every
     Ready made (into `made` when given, so a test can look at them after a raise)."""
     events: list[str] = []
@@ -155,13 +156,22 @@ def _drive_with_warm(epochs: int, stop_after: int | None = None, fail_at: int | 
             raise MetricHung("metric.py", f"t{epoch}", 1.0)
         return Interrupted(f"t{epoch}")
 
+    unwanted = threading.Event()
+
     def finished(_task: Task, epoch: int, _result: object) -> None:
         if epoch == stop_after:
             stop.set()
+        if epoch == unwanted_after:
+            unwanted.set()
+
+    def started(_task: Task, epoch: int) -> None:
+        if epoch == start_fails_at:
+            raise OSError("the ledger could not be written")
+        events.append(f"start {epoch}")
 
     drive([(Task.__new__(Task), i) for i in range(epochs)], 1, attempt, finished,
-          abort=threading.Event(), on_started=lambda _t, e: events.append(f"start {e}"),
-          should_stop=stop.is_set, warm=warm)
+          abort=threading.Event(), on_started=started, should_stop=stop.is_set, warm=warm,
+          wanted=lambda _t, _e: not unwanted.is_set())
     return events, made
 
 
@@ -181,6 +191,23 @@ def test_a_job_made_ready_but_never_handed_over_is_discarded_and_never_started()
     resume runs it)."""
     events, made = _drive_with_warm(4, stop_after=0)
     assert "start 1" not in events and not any(e.startswith("run 1") for e in events)
+    assert [(r.epoch, r.discarded) for r in made] == [(1, True)]
+
+
+def test_a_job_made_ready_but_no_longer_wanted_at_its_turn_is_discarded_not_started() -> None:
+    """wanted() is asked again at the hand-over (a run doomed by a control starts no more
+    dataset attempts): job 1, made ready while job 0 ran, is discarded, and nothing after."""
+    events, made = _drive_with_warm(4, unwanted_after=0)
+    assert [e for e in events if e.startswith(("start", "run"))] == ["start 0", "run 0 cold"]
+    assert [(r.epoch, r.discarded) for r in made] == [(1, True)]
+
+
+def test_a_job_made_ready_is_discarded_when_its_start_cannot_be_recorded() -> None:
+    """on_started failing (a full disk under the ledger) for the ready job: it is in
+    neither the ready list nor the running ones, and is discarded all the same."""
+    made: list[Ready] = []
+    with pytest.raises(OSError):
+        _drive_with_warm(4, start_fails_at=1, made=made)
     assert [(r.epoch, r.discarded) for r in made] == [(1, True)]
 
 

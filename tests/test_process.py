@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from sealbench.errors import InfrastructureError
 from sealbench.process import Confined, Limits, execute, start_confined
 from sealbench.sandbox import CagePool, Mounts, cgroup_parent, detect
 
@@ -150,3 +153,79 @@ def test_the_time_limit_runs_from_the_go_ahead_not_from_the_start(
     done = confined.run()
     assert not done.timed_out and done.returncode == 0
     assert done.duration < 2.0
+
+
+# a harness that starts a sandbox up to its go-ahead and dies (SIGKILL) before letting it go
+DYING_HARNESS = """
+import os, signal, sys
+from dataclasses import replace
+from pathlib import Path
+from sealbench.process import Limits, start_confined
+from sealbench.sandbox import Mounts, detect
+base = Path(sys.argv[1])
+confined = start_confined(["sh", "-c", sys.argv[2]], sandbox=detect(),
+                          mounts=Mounts(workspace=base / "ws", writable=(base / "out",)),
+                          env={"PATH": os.defpath}, limits=Limits(30, 1 << 20), cages=None)
+assert confined.spawned is not None
+print(confined.spawned.proc.pid, flush=True)
+sys.stdin.readline()  # the test says when bubblewrap is set up
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.sandbox
+def test_a_sandbox_started_early_never_runs_its_command_when_the_harness_dies_first(
+        tmp_path: Path) -> None:
+    """A harness killed (SIGKILL) while an attempt waits for its go-ahead closes its end of
+    the block pipe: bubblewrap would read that end-of-file as the go-ahead and run the solver
+    unwatched (no time limit, nothing recorded; --die-with-parent is armed only just before
+    the command runs). The sandbox holds the pipe's write end itself (--sync-fd), so it keeps
+    waiting and the command never runs."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "out").mkdir()
+    marker = f"{tmp_path}/out/ran"
+    script = f"touch {marker}; sleep 2; touch {marker}-late"
+    harness = subprocess.Popen(
+        [sys.executable, "-c", DYING_HARNESS, str(tmp_path), script],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert harness.stdin is not None and harness.stdout is not None
+    try:
+        harness.stdout.readline()
+        time.sleep(0.3)  # bubblewrap set up and blocked
+        harness.stdin.write("\n")
+        harness.stdin.flush()
+        assert harness.wait(30) == -signal.SIGKILL
+        time.sleep(2.5)  # had the command been let go, both files would be there by now
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    finally:
+        for pid in _running_with(script):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.sandbox
+def test_a_command_started_early_holds_no_descriptor_of_the_harness(
+        tmp_path: Path, pool: CagePool) -> None:
+    """The go-ahead pipe's ends stay with bubblewrap: the solver starts with stdin, stdout
+    and stderr only (and the descriptor its own listing opens)."""
+    confined = _confined(tmp_path, "ls /proc/self/fd", pool)
+    done = confined.run()
+    assert done.returncode == 0, done.stderr
+    assert sorted(int(fd) for fd in done.stdout.split()) == [0, 1, 2, 3]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("early", [True, False])
+def test_bubblewrap_that_cannot_be_started_is_the_harness_failure_not_the_solvers(
+        tmp_path: Path, pool: CagePool, early: bool) -> None:
+    """The sandbox's own program failing to start (here: gone; in life a fork refused for
+    want of pids or memory while another attempt runs) is the harness's failure, retried,
+    never an outcome charged to the solver — whether it was started early or at run()."""
+    sandbox = replace(detect(), kind="bwrap", bwrap=str(tmp_path / "no-such-bwrap"))
+    (tmp_path / "ws").mkdir()
+    confined = Confined(["true"], sandbox, Mounts(workspace=tmp_path / "ws"),
+                        {"PATH": os.defpath}, Limits(30, 1 << 20), pool, None)
+    if early:
+        confined.launch()
+    with pytest.raises(InfrastructureError, match="the sandbox did not start"):
+        confined.run()
+    assert confined.cage is None or confined.cage.pids() == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import shlex
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile_helpers import kill_matching, wait_until_gone
 from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.ledger import Ledger
@@ -365,3 +367,51 @@ def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes_once_space_is_freed
     assert "free space and resume with `sealbench run" in first and "--resume r1" in first
     assert (logs / "2.rc").read_text().strip() == "0", (logs / "2.err").read_text()
     assert (logs / "3.rc").read_text().strip() == "0", (logs / "3.out").read_text()
+
+
+# every attempt marks its workspace as soon as its solver runs, then takes its time
+MARKS_AND_WAITS = "import time\nopen('solver-ran', 'w').close()\ntime.sleep(30)\n"
+
+
+def _attempt_dirs(scratch: Path) -> list[Path]:
+    return [p for p in scratch.rglob("attempt-*") if (p / "workspace").is_dir()]
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_the_next_attempt_waits_ready_never_runs_that_attempt(
+        tmp_path: Path) -> None:
+    """SIGKILL while one attempt runs and the next waits, made ready, for its turn: the ready
+    one's solver never runs (its sandbox keeps waiting: bubblewrap would take the dead
+    harness's closed pipe as the go-ahead), and the ledger knows only the running one."""
+    proto = make_protocol(tmp_path / "proto", n=4, min_n=3)
+    command = write_solver(tmp_path / "agent", MARKS_AND_WAITS)
+    ledger = tmp_path / "l.sqlite"
+    seal(proto, ledger=Ledger(ledger))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proc = subprocess.Popen(_cli("run", proto, "--solver", command, "--run-id", "r1", "--jobs",
+                                 "1", "--ledger", ledger, "--quiet"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "SEALBENCH_SCRATCH": str(scratch)})
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            dirs = _attempt_dirs(scratch)
+            if len(dirs) == 2 and any((d / "workspace" / "solver-ran").exists() for d in dirs):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)  # the ready attempt's workspace is laid out by now
+        proc.kill()
+        proc.communicate(timeout=60)
+        time.sleep(1.0)  # a solver let go by the harness's death would have marked by now
+        ran = sorted((d / "workspace" / "solver-ran").exists() for d in _attempt_dirs(scratch))
+        assert ran == [False, True]
+        with contextlib.closing(sqlite3.connect(ledger)) as db:
+            assert db.execute("SELECT count(*) FROM inflight WHERE run_id='r1'"
+                              ).fetchone()[0] == 1
+        # the waiting sandbox is left in its cage; the next sealbench to start sweeps it
+        subprocess.run([sys.executable, "-c", "from sealbench.sandbox import cgroup_parent;"
+                        " assert cgroup_parent() is not None"], check=True, timeout=60)
+        assert wait_until_gone(str(scratch), 10) == []
+    finally:
+        kill_matching(str(scratch))

@@ -13,9 +13,9 @@ from toy import SOLVER, make_protocol, write_solver
 
 from sealbench.errors import Refused
 from sealbench.ledger import Ledger
-from sealbench.runner import RunOptions, run
+from sealbench.runner import RunOptions, attempt_order, run
 from sealbench.sandbox import cgroup_parent
-from sealbench.sealing import seal
+from sealbench.sealing import seal, verify
 
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 
@@ -566,3 +566,39 @@ def test_a_resumed_run_counts_on_from_what_was_done(tmp_path: Path) -> None:
     assert sum(int(str(d["done"])) for d in phases.values()) == done
     finished = [int(str(d["finished"])) for k, d in events if k == "attempt"]
     assert finished == list(range(done + 1, 8))
+
+
+MISBEHAVING = ("NP-STUB-01", "NP-SECRET-01")  # an idle solver passes no stub, refuses nothing
+
+
+def _run_id_with_a_dataset_job_right_after_a_misbehaving_control(proto: Path,
+                                                                 ledger: Ledger) -> str:
+    """A run id whose (seeded) attempt order puts a dataset job right after the first control
+    an idle solver misbehaves on: with --jobs 1 that job is the one made ready meanwhile."""
+    sealed = verify(proto, ledger=ledger)
+    jobs = [(t, 0) for t in sealed.protocol.tasks]
+    for i in range(500):
+        order = attempt_order(jobs, sealed.identity, f"doomed-{i}")
+        first = next(k for k, (t, _) in enumerate(order) if t.id in MISBEHAVING)
+        if first + 1 < len(order) and order[first + 1][0].kind == "dataset":
+            return f"doomed-{i}"
+    raise AssertionError("no attempt order puts a dataset job after a misbehaving control")
+
+
+def test_no_dataset_attempt_starts_after_a_control_dooms_the_run_even_one_made_ready(
+        tmp_path: Path) -> None:
+    """The next attempt is made ready while a control runs; when that control dooms the run
+    (its gate can no longer pass), the ready dataset attempt is discarded, not run: with
+    --jobs 1 no dataset attempt follows the first misbehaving control."""
+    proto = make_protocol(tmp_path / "proto", n=6, min_n=3)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    seal(proto, ledger=ledger)
+    run_id = _run_id_with_a_dataset_job_right_after_a_misbehaving_control(proto, ledger)
+    idle = write_solver(tmp_path / "idle", "import sys\n")
+    with pytest.raises(Refused):
+        run(proto, idle, ledger=ledger, options=RunOptions(jobs=1), run_id=run_id)
+    rows = ledger.attempts(run_id)
+    first = next(r.seq for r in rows if r.task_id in MISBEHAVING)
+    assert [r.task_id for r in rows if r.phase == "dataset" and r.seq > first] == []
+    assert sorted(r.task_id for r in rows if r.phase == "null_pack") == [
+        "NP-POISON-01", "NP-SECRET-01", "NP-STUB-01"]  # every control still runs and is named

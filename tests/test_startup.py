@@ -75,7 +75,7 @@ def load(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> 
 
 
 COMMANDS = ["init", "seal", "verify", "keygen", "run", "report", "runs", "show", "export",
-            "import", "verify-report", "compare", "doctor", "demo"]
+            "import", "verify-report", "compare", "doctor", "demo", "schema"]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"],
@@ -210,6 +210,15 @@ def test_heavy_commands_import_what_they_need(args: list[str], shows: str, needs
     assert loaded.status == 0, loaded.stderr
     assert shows in loaded.stdout
     assert loaded.among(frozenset(needs)) == needs
+
+
+@pytest.mark.parametrize("name", ["report", "events"])
+def test_schema_prints_the_shipped_file_without_pydantic(name: str, tmp_path: Path) -> None:
+    """`sealbench schema` reads the file shipped in the package: the models are not needed."""
+    loaded = load(["schema", name], tmp_path)
+    assert loaded.status == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["$id"].endswith(f"/{name}.schema.json")
+    assert loaded.among(NOTHING_HEAVY | {"sealbench.formats", "sealbench.ledger"}) == set()
 
 
 def test_keygen_loads_cryptography_when_it_makes_a_key(tmp_path: Path) -> None:

@@ -120,6 +120,7 @@ def test_an_edited_stored_report_shows_broken_in_runs(cli, published) -> None:  
     assert "96.7%" not in listed.output and "BROKEN" in listed.output
 
 
+@pytest.mark.forged_documents  # forged.json: a bare v3 report naming the run
 def test_a_stopped_run_marked_published_in_the_runs_row_is_named(cli, stopped) -> None:  # type: ignore[no-untyped-def]
     """UPDATE runs SET state='published', lowered counts: the chain says interrupted."""
     ledger, run_id, _, _ = stopped

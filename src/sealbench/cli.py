@@ -45,6 +45,8 @@ from sealbench.errors import (
     SealbenchError,
     path_error,
 )
+from sealbench.render import formats_for
+from sealbench.schemas import SCHEMAS
 from sealbench.textsafe import terminal_safe
 
 if TYPE_CHECKING:
@@ -583,13 +585,14 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 
 @main.command(help="Print the report of RUN_ID, recomputed from the ledger." + EXIT_HELP)
 @click.argument("run_id")
-@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json",
+@click.option("--format", "fmt", type=click.Choice(formats_for("report")), default="json",
               show_default=True)
 @sign_option("the recomputed report (--format json only)")
 @ledger_option
 def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | None) -> None:
     from sealbench.html import attempt_views, refused_facts, refused_page, report_page
-    from sealbench.report import NotPublishable, build_report, to_json, to_markdown
+    from sealbench.render import render
+    from sealbench.report import NotPublishable, build_report
     from sealbench.signing import sign_report
 
     with _errors():
@@ -609,11 +612,10 @@ def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | No
         if signer is not None:
             _signable(ledger, run_id, data)
             data = sign_report(data, signer)
-        if fmt == "html":
+        if fmt == "html":  # the page needs the run's attempts too (html.report_page)
             out.print(report_page(data, attempt_views(ledger, run_id)), markup=False, end="")
             return
-    render = {"json": to_json, "md": to_markdown}[fmt]
-    out.print(terminal_safe(render(data)), markup=False, end="")
+    out.print(terminal_safe(render("report", fmt, data)), markup=False, end="")
 
 
 def _signable(ledger: Ledger, run_id: str, data: dict[str, Any]) -> None:
@@ -1039,27 +1041,35 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
               + EXIT_HELP)
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "html"]),
+@click.option("--format", "fmt", type=click.Choice([*formats_for("compare"), "html"]),
               default="text", show_default=True)
 @ledger_option
 def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
     from sealbench.compare import compare_runs
-    from sealbench.compare import to_json as compare_json
-    from sealbench.compare import to_markdown as compare_markdown
-    from sealbench.compare import to_text as compare_text
     from sealbench.html import compare_page
+    from sealbench.render import render
     from sealbench.report import task_scores
 
     with _errors():
         ledger = _reading_ledger(ledger_path)
         result = compare_runs(ledger, run_a, run_b)
-        if fmt == "html":
+        if fmt == "html":  # the page needs each run's task scores too (html.compare_page)
             scores = (task_scores(ledger, result["runs"]["a"]["run_id"]),
                       task_scores(ledger, result["runs"]["b"]["run_id"]))
             out.print(compare_page(result, scores), markup=False, end="")
             return
-    render = {"text": compare_text, "json": compare_json, "md": compare_markdown}[fmt]
-    out.print(render(result), markup=False, end="")
+    out.print(render("compare", fmt, result), markup=False, end="")
+
+
+@main.command(help="Print the JSON Schema (draft 2020-12) of one of sealbench's formats, as "
+              "shipped with this version: report (report.json), comparison (compare --format "
+              "json), export (one line of export), events (one line of run --events)."
+              + EXIT_HELP)
+@click.argument("name", type=click.Choice(sorted(SCHEMAS)))
+def schema(name: str) -> None:
+    from sealbench.schemas import shipped_text
+
+    sys.stdout.write(shipped_text(name))
 
 
 @main.command(help="Check live that isolation holds on this machine: the oracle is hidden, "

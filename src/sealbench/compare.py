@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sealbench.errors import Refused
+from sealbench.errors import Refused, conforming
 from sealbench.ledger import Ledger, RunRow, refuse_trial
+from sealbench.render import renderer
 from sealbench.report import gate_section, stored_report_problems, task_scores
 from sealbench.stats import (
     PairedComparison,
@@ -102,7 +103,17 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
         "unpaired": unpaired,
     }
     comparison["verdict"] = verdict(paired)
-    return comparison
+    return checked_comparison(comparison)
+
+
+def checked_comparison(comparison: dict[str, Any]) -> dict[str, Any]:
+    """The comparison, validated against sealbench.formats.Comparison before it is rendered:
+    a key or type the format does not have is a bug, refused here. Returned unchanged."""
+    from sealbench.formats import Comparison
+
+    runs = comparison["runs"]
+    return conforming(Comparison, comparison, f"the comparison of run {runs['a']['run_id']} "
+                                               f"with run {runs['b']['run_id']}")
 
 
 def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -> dict[str, Any]:
@@ -249,10 +260,12 @@ def _ids(ids: list[str]) -> str:
 # ------------------------------------------------------------------------------ rendering
 
 
+@renderer("compare", "json")
 def to_json(comparison: dict[str, Any]) -> str:
     return json.dumps(comparison, indent=2, sort_keys=True) + "\n"
 
 
+@renderer("compare", "text")
 def to_text(comparison: dict[str, Any]) -> str:
     """A compact aligned table for terminals: every rate with its interval and n."""
     runs, paired, dis = comparison["runs"], comparison["paired"], comparison["disagreements"]
@@ -309,6 +322,7 @@ def to_text(comparison: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renderer("compare", "md")
 def to_markdown(comparison: dict[str, Any]) -> str:
     runs, paired, dis = comparison["runs"], comparison["paired"], comparison["disagreements"]
 

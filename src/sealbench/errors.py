@@ -8,7 +8,9 @@ refuses: unsealed, tampered, gate failed, below min_n, non-comparable).
 from __future__ import annotations
 
 import errno
+import json
 from dataclasses import dataclass
+from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
@@ -55,6 +57,60 @@ class Refused(SealbenchError):
     """sealbench declines to go on: unsealed, tampered, gate failed, below min_n (exit 3)."""
 
     exit_status = EXIT_REFUSED
+
+
+class FormatViolation(Refused):
+    """sealbench built a document outside its own published format (sealbench.formats): a bug
+    in sealbench, never the user's doing; it refuses to write it (exit 3) rather than ship a
+    document its own schema rejects."""
+
+
+def conforming(model: Any, document: dict[str, Any], what: str) -> dict[str, Any]:
+    """`document`, unchanged, once its JSON validates against `model` (a pydantic model of
+    sealbench.formats, strict: the JSON as written, not a coerced copy); else FormatViolation
+    naming the first field that breaks it. pydantic is imported here, not at start-up."""
+    conforming_json(model, json.dumps(document), what)
+    return document
+
+
+def conforming_json(model: Any, text: str, what: str) -> str:
+    """`text` (one JSON document), unchanged, once it validates against `model`: for a writer
+    that has the bytes already (an export line), so they are not serialised twice."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate_json(text)
+    except ValidationError as exc:
+        if not any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise _violation(model, exc, what) from None
+        # A path or argument that is not UTF-8 reaches a record as a lone surrogate (Python's
+        # surrogateescape), which json writes as a "\udcff" escape and pydantic's JSON parser
+        # refuses. The document is still the format's: check its shape on a copy without them.
+        try:
+            model.model_validate_json(json.dumps(_without_surrogates(json.loads(text))))
+        except ValidationError as again:
+            raise _violation(model, again, what) from None
+    return text
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by "?"."""
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _violation(model: Any, exc: Any, what: str) -> FormatViolation:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top)"
+    return FormatViolation(f"internal error: {what} does not match its format "
+                           f"({model.__name__}, field '{where}': {first['msg']}, "
+                           f"{exc.error_count()} problem(s)); this is a bug in sealbench, "
+                           "please report it")
 
 
 class InfrastructureError(Exception):

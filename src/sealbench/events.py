@@ -2,7 +2,7 @@
 
 The runner reports what happens as `(kind, data)` pairs (runner.Event); this module turns each
 into one versioned JSON object for dashboards, one per line. The models below are the format:
-docs/schemas/events.schema.json is generated from them (`python -m sealbench.events`), and a
+docs/schemas/events.schema.json is generated from them (`make schemas`, sealbench/schemas), and a
 golden test fails when they change without it.
 
 What an event may say follows the runner's rule: before the null-pack gate has passed no event

@@ -40,6 +40,13 @@ EXECUTORS = ("local", "ray")
 OnStarted = Callable[[Task, int], None]
 OnFinished = Callable[[Task, int, Finished], None]
 ShouldStop = Callable[[], bool]
+# whether a job is still to run when its turn comes (a run whose gate can no longer pass
+# starts no dataset attempt): asked again at the hand-over, after a job was made ready
+Wanted = Callable[[Task, int], bool]
+
+
+def always_wanted(_task: Task, _epoch: int) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,8 @@ WARM_AHEAD = 1
 def drive(jobs: Iterable[tuple[Task, int]], workers: int,
           attempt: Callable[[Task, int, W | None], Finished], on_finished: OnFinished, *,
           abort: threading.Event, on_started: OnStarted, should_stop: ShouldStop,
-          warm: Callable[[Task, int], W | None] | None = None) -> None:
+          warm: Callable[[Task, int], W | None] | None = None,
+          wanted: Wanted = always_wanted) -> None:
     """Run (task, epoch) jobs through `attempt` on `workers` threads. Starts and results are
     handed back on this thread, so the ledger is written by one thread, in completion order;
     once should_stop() is true no new job starts and the running ones finish. A hung metric
@@ -154,7 +162,9 @@ def drive(jobs: Iterable[tuple[Task, int]], workers: int,
     sandbox started, its workspace laid out: solver.prepare_attempt) and hands it to
     `attempt` when a worker frees; so an attempt's start-up overlaps the one before it
     (docs/running.md). A ready job counts as started only when handed over; one never handed
-    over (a stop, an abort, an error) is discarded, unrecorded, and runs on resume.
+    over (a stop, an abort, an error) is discarded, unrecorded, and runs on resume. A job
+    is handed over only if wanted() still says so then: it was pulled from `jobs` (whose own
+    filter ran at that moment) one attempt early.
     """
     pending = iter(jobs)
     running: dict[Future[Finished], tuple[Task, int]] = {}
@@ -162,18 +172,36 @@ def drive(jobs: Iterable[tuple[Task, int]], workers: int,
     ahead: list[tuple[Task, int, W | None]] = []  # jobs made ready, oldest first
 
     def take() -> tuple[Task, int, W | None] | None:
-        if ahead:
-            return ahead.pop(0)
-        job = next(pending, None)
-        return None if job is None else (job[0], job[1], None)
+        while True:
+            if ahead:
+                job = ahead.pop(0)
+            else:
+                upcoming = next(pending, None)
+                if upcoming is None:
+                    return None
+                job = (upcoming[0], upcoming[1], None)
+            if wanted(job[0], job[1]):
+                return job
+            if job[2] is not None:
+                job[2].discard()
+
+    def hand_over(job: tuple[Task, int, W | None]) -> None:
+        """Start the job; a ready one that could not be handed over is discarded here (it
+        is in neither `ahead` nor `running` any more: nothing else would end it)."""
+        try:
+            on_started(job[0], job[1])
+            running[pool.submit(attempt, *job)] = (job[0], job[1])
+        except BaseException:
+            if job[2] is not None:
+                job[2].discard()
+            raise
 
     def fill() -> None:
         while len(running) < slots and not should_stop():
             job = take()
             if job is None:
                 return
-            on_started(job[0], job[1])
-            running[pool.submit(attempt, *job)] = (job[0], job[1])
+            hand_over(job)
         while (warm is not None and len(ahead) < WARM_AHEAD and len(running) == slots
                and not should_stop()):
             upcoming = next(pending, None)
@@ -215,7 +243,8 @@ class Executor(TypingProtocol):
 
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
-            on_started: OnStarted, should_stop: ShouldStop) -> None:
+            on_started: OnStarted, should_stop: ShouldStop,
+            wanted: Wanted = always_wanted) -> None:
         """Run the jobs; see drive() for the callbacks' contract. `inputs` is called at most
         once, by an executor that ships them (reading every sealed byte costs memory)."""
         ...
@@ -234,9 +263,10 @@ class LocalExecutor:
 
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
-            on_started: OnStarted, should_stop: ShouldStop) -> None:
+            on_started: OnStarted, should_stop: ShouldStop,
+            wanted: Wanted = always_wanted) -> None:
         harness.run_all(jobs, solver, workers, on_finished, on_started=on_started,
-                        should_stop=should_stop)
+                        should_stop=should_stop, wanted=wanted)
 
 
 def executor_named(name: str, *, ray_address: str | None = None) -> Executor:

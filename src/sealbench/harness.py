@@ -434,15 +434,17 @@ class Harness:
         *,
         on_started: Callable[[Task, int], None] = lambda _t, _e: None,
         should_stop: Callable[[], bool] = lambda: False,
+        wanted: Callable[[Task, int], bool] = lambda _t, _e: True,
     ) -> None:
         """Run (task, epoch) jobs on `workers` threads of this machine (the local executor's
         loop, sealbench.executor.drive: starts and results come back on this thread; the next
-        job is made ready while the workers are busy)."""
+        job is made ready while the workers are busy, and handed over only if still
+        `wanted`)."""
         from sealbench.executor import drive
 
         drive(jobs, workers, lambda task, epoch, ready: self.attempt(task, solver, epoch, ready),
               on_finished, abort=self._abort, on_started=on_started, should_stop=should_stop,
-              warm=lambda task, epoch: self.prepare(task, solver, epoch))
+              warm=lambda task, epoch: self.prepare(task, solver, epoch), wanted=wanted)
 
 
 def retried(task_id: str, abort: threading.Event, once: Callable[[], Finished]) -> Finished:

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable, path_error
+from sealbench.errors import (
+    BadInput,
+    Refused,
+    SealbenchError,
+    Unwritable,
+    conforming_json,
+    path_error,
+)
 
 SCHEMA_VERSION = 3
 DEFAULT_LEDGER = Path(".sealbench") / "ledger.sqlite"
@@ -963,10 +970,12 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
     """The run as JSONL, one attempt a line, with what is needed to recompute its figures:
     the run's identity and options on every line, the attempt record, its chain digests.
     A trial is refused: its attempts are for checking the wiring, never for figures."""
+    from sealbench.formats import ExportLine
+
     run = ledger.run(run_id)
     refuse_trial(run, "exported")
     for row in ledger.attempts(run_id):
-        yield json.dumps({
+        yield conforming_json(ExportLine, json.dumps({
             "format": "sealbench-export/v2",
             "run_id": run.run_id, "protocol_id": run.protocol_id, "identity": run.identity,
             "solver": run.solver, "sandbox": run.sandbox,
@@ -975,7 +984,7 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
             "epochs": run.options["epochs"], "rules": run.options["rules"],
             "seq": row.seq, "phase": row.phase, "task_id": row.task_id, "epoch": row.epoch,
             "record": row.record, "prev_digest": row.prev_digest, "digest": row.digest,
-        }, sort_keys=True)
+        }, sort_keys=True), f"the export line of attempt seq {row.seq} of run {run.run_id}")
 
 
 def refuse_trial(run: RunRow, what: str) -> None:

@@ -267,8 +267,8 @@ class Confined:
                 self._status_r, self._status_w = self._pipe()
                 wait_r, self._go = self._pipe()
                 wrapped = self.sandbox.wrap(self.argv, self.mounts, status_fd=self._status_w,
-                                            block_fd=wait_r)
-                pass_fds = (self._status_w, wait_r)
+                                            block_fd=wait_r, go_fd=self._go)
+                pass_fds = (self._status_w, wait_r, self._go)
             else:
                 wait_r = -1
                 wrapped = self.sandbox.wrap(self.argv, self.mounts)
@@ -292,6 +292,9 @@ class Confined:
             if self.spawned is None and self.failed is None:
                 self.launch()
             if self.failed is not None:
+                if self.sandbox.kind == "bwrap":  # bubblewrap itself, not the solver's command
+                    raise InfrastructureError("the sandbox did not start: " + self.failed
+                                              .stderr.decode(errors="replace").strip())
                 return self.failed
             assert self.spawned is not None
             started = time.monotonic()

@@ -39,6 +39,8 @@ from sealbench.executor import (
     RunInputs,
     SealedBytes,
     ShouldStop,
+    Wanted,
+    always_wanted,
     drive,
     open_harness,
 )
@@ -299,7 +301,8 @@ class RayExecutor:
 
     def run(self, harness: Harness, solver: CommandSolver, inputs: Callable[[], RunInputs],
             jobs: Iterable[tuple[Task, int]], workers: int, on_finished: OnFinished, *,
-            on_started: OnStarted, should_stop: ShouldStop) -> None:
+            on_started: OnStarted, should_stop: ShouldStop,
+            wanted: Wanted = always_wanted) -> None:
         from sealbench.runner import solver_file_digests
 
         given = inputs()
@@ -318,7 +321,7 @@ class RayExecutor:
             return retried(task.id, abort, lambda: self._try(box, digest, spec, abort))
 
         drive(jobs, workers, lambda task, epoch, _ready: attempt(task, epoch), on_finished,
-              abort=abort, on_started=on_started, should_stop=should_stop)
+              abort=abort, on_started=on_started, should_stop=should_stop, wanted=wanted)
 
     def _try(self, box: list[Any], digest: str, spec: AttemptSpec,
              abort: threading.Event) -> Finished:

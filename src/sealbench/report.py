@@ -19,9 +19,10 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from sealbench import __version__
-from sealbench.errors import SealbenchError
+from sealbench.errors import SealbenchError, conforming
 from sealbench.gate import OUTCOMES, evaluate
 from sealbench.ledger import GENESIS, AttemptRow, Ledger, Link, RunRow
+from sealbench.render import renderer
 from sealbench.textsafe import terminal_safe
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
                               strata_fixed=options.get("strata") == "fixed")
     counts = _outcome_counts(dataset)
     links = covered_links(ledger.links(run_id, rows))
-    return {
+    return checked_report({
         "format": REPORT_FORMAT,
         "protocol_id": run.protocol_id,
         "identity": run.identity,
@@ -175,7 +176,17 @@ def build_report(ledger: Ledger, run_id: str) -> dict[str, Any]:
                     else "since the run was created"},
         "sealbench_version": __version__,
         "versions": versions(),
-    }
+    })
+
+
+def checked_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The report, validated against its model (sealbench.formats.Report) before anyone
+    writes, prints, stores or signs it: a key the model does not know, or a figure of the
+    wrong type, is a bug in sealbench, refused here rather than shipped. The dict is returned
+    unchanged, so the bytes are what they were (tests/test_report.py's golden test)."""
+    from sealbench.formats import Report
+
+    return conforming(Report, report, f"the report of run {report['run_id']}")
 
 
 # what a report reads of a dataset attempt's record: its figures come from these alone
@@ -394,6 +405,7 @@ def _timings(run: RunRow, rows: list[AttemptRow]) -> dict[str, Any]:
             "attempt_seconds_total": round(sum(durations), 3), "attempts": len(durations)}
 
 
+@renderer("report", "json")
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, sort_keys=True) + "\n"
 
@@ -480,6 +492,7 @@ def _controls(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             for c in report["null_pack"]["controls"]]
 
 
+@renderer("report", "md")
 def to_markdown(report: dict[str, Any]) -> str:
     lines = [f"# sealbench report — {report['protocol_id']}", "",
              f"**{headline_text(report)}**", ""]
@@ -496,6 +509,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     return terminal_safe("\n".join(lines) + "\n")
 
 
+@renderer("report", "html")
 def to_html(report: dict[str, Any]) -> str:
     """A self-contained page (no scripts, no external assets) with the same facts."""
     def table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:

@@ -34,22 +34,21 @@ from typing import Any, Literal, NoReturn
 import sealbench
 from sealbench.egress import AllowedHost, EgressLog, parse_allowed_host
 from sealbench.environment import sandbox_view
-from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable
+from sealbench.errors import BadInput, Refused, SealbenchError, Unwritable, conforming
 from sealbench.executor import RunInputs, RunSettings, executor_named, open_harness, sealed_bytes
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.html import attempt_views, report_page
-from sealbench.ledger import AttemptRow, Ledger, RunRow, pid_exists
+from sealbench.ledger import OWNER_FIELDS, AttemptRow, Ledger, RunRow, pid_exists
 from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
+from sealbench.render import render
 from sealbench.report import (
     NotPublishable,
     build_report,
     latest_rows,
     report_rows,
-    to_json,
-    to_markdown,
     unresolved_infrastructure_errors,
     versions,
 )
@@ -773,6 +772,17 @@ class Run:
         return TrialResult(self.run_id, rows, self.sandbox)
 
     def _ledger_options(self) -> dict[str, Any]:
+        """The run header's settings (plus the owner's pid and host), checked against
+        sealbench.formats.RunOptions before link 0 is written: a setting the format does not
+        know is a bug raised before the chain holds it."""
+        from sealbench.formats import RunOptions
+
+        options = self._header_options()
+        conforming(RunOptions, {k: v for k, v in options.items() if k not in OWNER_FIELDS},
+                   f"the header of run {self.run_id}")
+        return options
+
+    def _header_options(self) -> dict[str, Any]:
         spec = self.sealed.protocol.spec
         trial = {"kind": "trial", "trial": {"tasks": list(self.options.tasks),
                                             "limit": self.options.limit}} \
@@ -848,12 +858,16 @@ class Run:
                 self._open_gate(rules)
 
         # once the gate is certain to fail, only the remaining controls still run (every
-        # misbehaving control is named); no dataset attempt starts for a run without a rate
-        pending = (job for job in jobs
-                   if job[0].kind == "null_pack" or not self.doomed.is_set())
+        # misbehaving control is named); no dataset attempt starts for a run without a rate.
+        # Asked twice: when a job is pulled, and when it is handed over (it may have been made
+        # ready while a control that dooms the run was still running)
+        def wanted(task: Task, _epoch: int) -> bool:
+            return task.kind == "null_pack" or not self.doomed.is_set()
+
+        pending = (job for job in jobs if wanted(*job))
         self.executor.run(harness, self.solver, lambda: self._inputs(harness), pending,
                           self.options.jobs, finished, on_started=started,
-                          should_stop=self.control.stop.is_set)
+                          should_stop=self.control.stop.is_set, wanted=wanted)
 
     def _open_gate(self, rules: dict[str, str]) -> None:
         """Judge the gate as soon as every control has a result, and announce it when it
@@ -932,8 +946,10 @@ class Run:
         md_path = json_path.with_suffix(".md")
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(to_json(report), encoding="utf-8")
-            md_path.write_text(to_markdown(report), encoding="utf-8")
+            for path, fmt in ((json_path, "json"), (md_path, "md")):
+                path.write_text(render("report", fmt, report), encoding="utf-8")
+            # the page needs the run's attempts besides the report: html.report_page, until
+            # the renderer registry passes renderers more than the document
             json_path.with_suffix(".html").write_text(
                 report_page(report, attempt_views(self.ledger, self.run_id)), encoding="utf-8")
         except OSError as exc:

@@ -120,18 +120,24 @@ class Sandbox:
     reason: str | None = None
 
     def wrap(self, argv: list[str], mounts: Mounts, status_fd: int | None = None,
-             block_fd: int | None = None) -> list[str]:
+             block_fd: int | None = None, go_fd: int | None = None) -> list[str]:
         """The command line that runs argv confined to mounts (argv itself without a sandbox).
 
         status_fd receives bubblewrap's JSON status: an `exit-code` line proves the command
         ran, which is how a harness failure is told apart from the solver's own. With
         block_fd, bubblewrap sets the sandbox up and then waits to read a byte (or end of
-        file) from it before it executes argv (sealbench.process.Confined).
+        file) from it before it executes argv (sealbench.process.Confined). go_fd, the
+        write end of block_fd's pipe, is held by the sandbox itself (`--sync-fd`: by
+        bubblewrap while it waits, then by its pid 1, never by argv), so the pipe reaches
+        end of file only when the caller lets go: a harness that dies first leaves its
+        sandbox waiting, never running argv unwatched.
         """
         if self.kind == "none" or self.bwrap is None:
             return argv
         status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
         block = ["--block-fd", str(block_fd)] if block_fd is not None else []
+        if go_fd is not None:
+            block += ["--sync-fd", str(go_fd)]
         return [self.bwrap, *status, *block, *bwrap_args(mounts, network=self.network), "--",
                 *argv]
 

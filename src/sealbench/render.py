@@ -1,0 +1,89 @@
+"""Renderers: how a document (a report, a comparison, ...) becomes json, md, html or text.
+
+A renderer is a function from the JSON document (the dict the format's model validates) to the
+text printed or written. Renderers register with the decorator
+
+    renderer(kind: str, fmt: str) -> Callable[[Renderer], Renderer]
+        where Renderer = Callable[[dict[str, Any]], str]
+
+    @renderer("report", "html")
+    def report_page(report: dict[str, Any]) -> str: ...
+
+and are looked up with `render(kind, fmt, document) -> str`; `formats_for(kind)` gives the
+CLI's `--format` choices, so a new format is a new renderer, never an `if fmt == ...` in cli.py.
+
+Start-up: the CLI needs the choices when it is imported, and `--help` may not import the
+modules renderers live in (they import the ledger, the statistics...: tests/test_startup.py).
+So PROVIDERS says, without importing anything, which module registers each (kind, format);
+`render` imports that module on first use, and its decorator registers the function. A module
+that adds a renderer adds one line here and decorates its function.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+Renderer = Callable[[dict[str, Any]], str]
+
+# (kind, format) -> the module whose @renderer(kind, format) function renders it
+PROVIDERS: dict[tuple[str, str], str] = {
+    ("report", "json"): "sealbench.report",
+    ("report", "md"): "sealbench.report",
+    ("report", "html"): "sealbench.report",
+    ("compare", "text"): "sealbench.compare",
+    ("compare", "json"): "sealbench.compare",
+    ("compare", "md"): "sealbench.compare",
+}
+
+_REGISTERED: dict[tuple[str, str], Renderer] = {}
+
+
+class UnknownRenderer(LookupError):
+    """No renderer for this (kind, format): the message names the ones there are."""
+
+
+def renderer(kind: str, fmt: str) -> Callable[[Renderer], Renderer]:
+    """Register the decorated function as the renderer of `kind` documents in format `fmt`.
+    Registering a (kind, format) twice is a programming error, raised at import."""
+    def register(function: Renderer) -> Renderer:
+        key = (kind, fmt)
+        if key in _REGISTERED and _REGISTERED[key] is not function:
+            raise ValueError(f"a renderer for {kind} {fmt} is registered already "
+                             f"({_REGISTERED[key].__module__}.{_REGISTERED[key].__qualname__})")
+        _REGISTERED[key] = function
+        return function
+    return register
+
+
+def kinds() -> list[str]:
+    return sorted({kind for kind, _ in PROVIDERS})
+
+
+def formats_for(kind: str) -> list[str]:
+    """The formats `kind` renders to, in the order PROVIDERS lists them (the first is the
+    CLI's default where it has none of its own). Imports nothing."""
+    found = [fmt for k, fmt in PROVIDERS if k == kind]
+    if not found:
+        raise UnknownRenderer(f"no renderers for {kind!r}; kinds: {', '.join(kinds())}")
+    return found
+
+
+def lookup(kind: str, fmt: str) -> Renderer:
+    """The renderer of (kind, fmt), importing the module that provides it on first use."""
+    key = (kind, fmt)
+    if key not in PROVIDERS:
+        raise UnknownRenderer(f"cannot render {kind} as {fmt!r}: {kind} renders as "
+                              f"{', '.join(formats_for(kind))}")
+    if key not in _REGISTERED:
+        importlib.import_module(PROVIDERS[key])
+    if key not in _REGISTERED:
+        raise UnknownRenderer(f"{PROVIDERS[key]} was named as the renderer of {kind} {fmt} "
+                              "but registers none")
+    return _REGISTERED[key]
+
+
+def render(kind: str, fmt: str, document: dict[str, Any]) -> str:
+    """`document` (a report, a comparison...) as text in format `fmt`."""
+    return lookup(kind, fmt)(document)
