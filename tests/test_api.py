@@ -15,7 +15,8 @@ def test_api_functions_are_functions_even_after_submodule_imports() -> None:
     importlib.import_module("sealbench.runner")
     importlib.import_module("sealbench.example")
     for name in ("init", "seal", "verify", "run", "resume", "trial", "demo", "build_report",
-                 "compare_runs", "import_swebench", "predictions", "generate_key",
+                 "compare_runs", "build_leaderboard", "import_swebench", "predictions",
+                 "generate_key",
                  "load_signing_key", "load_public_key", "sign_report", "check_signature"):
         assert callable(getattr(sealbench, name)), name
         assert not isinstance(getattr(sealbench, name), type(sealbench)), name

@@ -19,7 +19,8 @@ from sealbench.example import init
 # a rate in any form: a percentage, a fraction between 0 and 1, or the words that carry one
 RATE = re.compile(r"\d+(\.\d+)?\s*%|\b0\.\d+\b|\bmean\b|ci95|\binterval\b", re.IGNORECASE)
 COMMANDS = ("init", "seal", "verify", "run", "report", "runs", "show", "export",
-            "verify-report", "compare", "doctor", "demo", "import", "keygen", "schema")
+            "verify-report", "compare", "leaderboard", "doctor", "demo", "import",
+            "keygen", "schema")
 
 WEAKER = """\
 import os, sys
@@ -510,7 +511,7 @@ def test_stdout_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path,
 # ------------------------------------------------------------------------------ sealbench schema
 
 
-@pytest.mark.parametrize("name", ["report", "comparison", "events", "export"])
+@pytest.mark.parametrize("name", ["report", "comparison", "events", "export", "leaderboard"])
 def test_schema_prints_the_shipped_schema(name: str) -> None:
     from sealbench.schemas import shipped_text
 

@@ -138,7 +138,8 @@ class Ready:
 
 def _drive_with_warm(epochs: int, stop_after: int | None = None, fail_at: int | None = None,
                      made: list[Ready] | None = None, unwanted_after: int | None = None,
-                     start_fails_at: int | None = None) -> tuple[list[str], list[Ready]]:
+                     start_fails_at: int | None = None, ahead_max: int = 1
+                     ) -> tuple[list[str], list[Ready]]:
     """drive() over `epochs` jobs on one worker with a warm-up; the events in order and every
     Ready made (into `made` when given, so a test can look at them after a raise)."""
     events: list[str] = []
@@ -171,7 +172,7 @@ def _drive_with_warm(epochs: int, stop_after: int | None = None, fail_at: int | 
 
     drive([(Task.__new__(Task), i) for i in range(epochs)], 1, attempt, finished,
           abort=threading.Event(), on_started=started, should_stop=stop.is_set, warm=warm,
-          wanted=lambda _t, _e: not unwanted.is_set())
+          wanted=lambda _t, _e: not unwanted.is_set(), ahead_max=ahead_max)
     return events, made
 
 
@@ -192,6 +193,16 @@ def test_a_job_made_ready_but_never_handed_over_is_discarded_and_never_started()
     events, made = _drive_with_warm(4, stop_after=0)
     assert "start 1" not in events and not any(e.startswith("run 1") for e in events)
     assert [(r.epoch, r.discarded) for r in made] == [(1, True)]
+
+
+def test_two_jobs_made_ready_run_in_order_and_both_are_discarded_at_a_stop() -> None:
+    events, made = _drive_with_warm(5, ahead_max=2)
+    assert [e for e in events if e.startswith("run")] == [
+        "run 0 cold", "run 1 ready", "run 2 ready", "run 3 ready", "run 4 ready"]
+    assert events.index("ready 2") < events.index("start 1")
+    events, made = _drive_with_warm(5, stop_after=0, ahead_max=2)
+    assert [e for e in events if e.startswith("run")] == ["run 0 cold"]
+    assert [(r.epoch, r.discarded) for r in made] == [(1, True), (2, True)]
 
 
 def test_a_job_made_ready_but_no_longer_wanted_at_its_turn_is_discarded_not_started() -> None:

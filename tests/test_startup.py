@@ -75,7 +75,7 @@ def load(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> 
 
 
 COMMANDS = ["init", "seal", "verify", "keygen", "run", "report", "runs", "show", "export",
-            "import", "verify-report", "compare", "doctor", "demo", "schema"]
+            "import", "verify-report", "compare", "leaderboard", "doctor", "demo", "schema"]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"],

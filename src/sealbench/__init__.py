@@ -10,6 +10,7 @@ The Python API mirrors the CLI, one function per command:
     sealbench.trial(dir, solver, ledger=..., options=RunOptions(tasks=(...)))  # run --task
     sealbench.build_report(ledger, run_id)   # sealbench report RUN_ID
     sealbench.Ledger(path).runs()            # sealbench runs
+    sealbench.build_leaderboard([ledger], identity)  # sealbench leaderboard IDENTITY
     sealbench.demo()                         # sealbench demo
     sealbench.import_swebench(file, repos=..., out=...)  # sealbench import swebench FILE
     sealbench.predictions(ledger, run_id)    # sealbench export RUN_ID --format swebench-...
@@ -40,6 +41,7 @@ _EXPORTS = {
     "seal": "sealbench.sealing",
     "verify": "sealbench.sealing",
     "compare_runs": "sealbench.compare",
+    "build_leaderboard": "sealbench.leaderboard",
     "import_swebench": "sealbench.swebench",
     "predictions": "sealbench.swebench",
     "check_signature": "sealbench.signing",

@@ -1072,6 +1072,38 @@ def schema(name: str) -> None:
     sys.stdout.write(shipped_text(name))
 
 
+@main.command(help="The published runs of one sealed protocol (a sealed protocol directory "
+              "or its identity, sha256:...) from one or more ledgers, in tiers: every pair "
+              "compared as `compare` does on the tasks both scored, p-values Holm-corrected, "
+              "shown as a compact letter display (runs sharing a letter are not "
+              "distinguishable at family-wise alpha 0.05; no ranks inside a tie). Other runs "
+              "are named with why they are left out. Refused for a ledger whose records are "
+              "not intact, a --run that is not a published run of the identity, fewer than "
+              "two runs, or a pair `compare` refuses." + EXIT_HELP)
+@click.argument("protocol")
+@click.option("--ledger", "ledger_paths", type=click.Path(path_type=Path), multiple=True,
+              help="SQLite ledger to read; repeat for several (default: $SEALBENCH_LEDGER or "
+                   ".sealbench/ledger.sqlite).")
+@click.option("--run", "run_ids", multiple=True, metavar="RUN_ID",
+              help="Only these runs (repeatable); each must be a published run of the "
+                   "identity.")
+@click.option("--format", "fmt", type=click.Choice(formats_for("leaderboard")),
+              default="text", show_default=True)
+def leaderboard(protocol: str, ledger_paths: tuple[Path, ...], run_ids: tuple[str, ...],
+                fmt: str) -> None:
+    from sealbench import leaderboard as board
+
+    with _errors():
+        identity, _ = board.resolve_identity(protocol)
+        paths: list[Path | None] = [*dict.fromkeys(p.resolve() for p in ledger_paths)]
+        result = board.build_leaderboard([_reading_ledger(p) for p in paths or [None]],
+                                         identity, run_ids)
+    from sealbench.render import render
+
+    # as it is: rich would turn a label's `:name:` into an emoji
+    _write(render("leaderboard", fmt, result.model_dump(mode="json")))
+
+
 @main.command(help="Check live that isolation holds on this machine: the oracle is hidden, "
               "writes outside the workspace are refused, the network is refused (and under "
               "model-api only the egress proxy is reached), stray "

@@ -15,6 +15,7 @@ never calls a difference absent while a test rejects (docs/statistics.md).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sealbench.errors import Refused, conforming
@@ -34,7 +35,8 @@ COMPARE_FORMAT = "sealbench-compare/v2"
 ALPHA = 0.05
 _ROUNDOFF = 1e-9  # a narrower interval is no interval (as in stats.headline)
 
-__all__ = ["COMPARE_FORMAT", "compare_runs", "to_json", "to_markdown", "to_text", "verdict"]
+__all__ = ["COMPARE_FORMAT", "Pairing", "check_published", "compare_runs", "measures_nothing",
+           "pair_runs", "to_json", "to_markdown", "to_text", "verdict"]
 
 
 def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
@@ -48,30 +50,9 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
     b = ledger.run(run_b)
     ledger.require_intact(a.run_id)
     ledger.require_intact(b.run_id)
-    if a.identity != b.identity:
-        raise Refused(
-            f"cannot compare run {a.run_id} (protocol '{a.protocol_id}', identity {a.identity}) "
-            f"with run {b.run_id} (protocol '{b.protocol_id}', identity {b.identity}): they "
-            "sat different exams, so their scores are not comparable"
-        )
-    for row in (a, b):
-        _check_published(ledger, row)
-    _check_same_conditions(a, b)
-
-    scores_a = task_scores(ledger, a.run_id)
-    scores_b = task_scores(ledger, b.run_id)
-    paired_ids = sorted(scores_a.keys() & scores_b.keys())
-    unpaired = sorted(scores_a.keys() ^ scores_b.keys())
-    min_n = int(a.options["min_n"])
-    if len(paired_ids) < min_n:
-        raise Refused(
-            f"cannot compare run {a.run_id} with run {b.run_id}: only {len(paired_ids)} dataset "
-            f"tasks were scored in both runs; publish.min_n is {min_n}"
-        )
-    values_a = [float(scores_a[t]["score"]) for t in paired_ids]
-    values_b = [float(scores_b[t]["score"]) for t in paired_ids]
-    clusters = cluster_labels([scores_a[t]["cluster"] for t in paired_ids], paired_ids)
-    result = paired_comparison(values_a, values_b, clusters=clusters)
+    pairing = pair_runs(ledger, a, ledger, b)
+    paired_ids, values_a, values_b = pairing.task_ids, pairing.values_a, pairing.values_b
+    clusters, result = pairing.clusters, pairing.result
     paired: dict[str, Any] = {
         "n": result.n,
         "mean_a": result.mean_a,
@@ -100,7 +81,7 @@ def compare_runs(ledger: Ledger, run_a: str, run_b: str) -> dict[str, Any]:
             "a_only": [t for t, x, y in zip(paired_ids, values_a, values_b, strict=True) if x > y],
             "b_only": [t for t, x, y in zip(paired_ids, values_a, values_b, strict=True) if y > x],
         },
-        "unpaired": unpaired,
+        "unpaired": pairing.unpaired,
     }
     comparison["verdict"] = verdict(paired)
     return checked_comparison(comparison)
@@ -114,6 +95,54 @@ def checked_comparison(comparison: dict[str, Any]) -> dict[str, Any]:
     runs = comparison["runs"]
     return conforming(Comparison, comparison, f"the comparison of run {runs['a']['run_id']} "
                                                f"with run {runs['b']['run_id']}")
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Two comparable runs' scores on the tasks both scored, and the paired test on them
+    (``diff = mean_b - mean_a``)."""
+
+    task_ids: list[str]
+    values_a: list[float]
+    values_b: list[float]
+    clusters: list[str] | None
+    unpaired: list[str]
+    result: PairedComparison
+
+
+def pair_runs(ledger_a: Ledger, a: RunRow, ledger_b: Ledger, b: RunRow) -> Pairing:
+    """The paired test of run B against run A, each read from its own ledger.
+
+    Why separate from compare_runs: the leaderboard compares every pair of its runs, which
+    may come from different ledgers, and must refuse exactly what `compare` refuses (other
+    identities, unpublished runs, other conditions, too few shared tasks) with one test.
+    The callers have checked both record chains (Ledger.require_intact).
+    """
+    if a.identity != b.identity:
+        raise Refused(
+            f"cannot compare run {a.run_id} (protocol '{a.protocol_id}', identity {a.identity}) "
+            f"with run {b.run_id} (protocol '{b.protocol_id}', identity {b.identity}): they "
+            "sat different exams, so their scores are not comparable"
+        )
+    check_published(ledger_a, a)
+    check_published(ledger_b, b)
+    _check_same_conditions(a, b)
+
+    scores_a = task_scores(ledger_a, a.run_id)
+    scores_b = task_scores(ledger_b, b.run_id)
+    paired_ids = sorted(scores_a.keys() & scores_b.keys())
+    min_n = int(a.options["min_n"])
+    if len(paired_ids) < min_n:
+        raise Refused(
+            f"cannot compare run {a.run_id} with run {b.run_id}: only {len(paired_ids)} dataset "
+            f"tasks were scored in both runs; publish.min_n is {min_n}"
+        )
+    values_a = [float(scores_a[t]["score"]) for t in paired_ids]
+    values_b = [float(scores_b[t]["score"]) for t in paired_ids]
+    clusters = cluster_labels([scores_a[t]["cluster"] for t in paired_ids], paired_ids)
+    return Pairing(paired_ids, values_a, values_b, clusters,
+                   sorted(scores_a.keys() ^ scores_b.keys()),
+                   paired_comparison(values_a, values_b, clusters=clusters))
 
 
 def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -> dict[str, Any]:
@@ -139,7 +168,7 @@ def _mdd(result: PairedComparison, d: list[float], clusters: list[str] | None) -
                        f"{deff:.2f}; t quantiles on G − 1 df"}
 
 
-def _check_published(ledger: Ledger, run: RunRow) -> None:
+def check_published(ledger: Ledger, run: RunRow) -> None:
     """Refuse a run that has no published rate, or whose records no longer support one."""
     refuse_trial(run, "compared")
     if not gate_section(ledger, run)["passed"]:
@@ -177,7 +206,7 @@ def _check_same_conditions(a: RunRow, b: RunRow) -> None:
 
 def _run_section(run: RunRow) -> dict[str, Any]:
     report = run.report
-    assert report is not None  # checked by _check_published
+    assert report is not None  # checked by check_published
     return {"run_id": run.run_id, "solver": run.solver, "n": report["n"],
             "mean": report["mean"], "ci95": list(report["ci95"]),
             "ci_method": report["ci_method"]}
@@ -201,7 +230,7 @@ def verdict(paired: dict[str, Any]) -> str:
     p = float(paired["p"])
     figure = (f"B - A = {_signed(diff)} (95% CI {_signed(low)} to {_signed(high)}, "
               f"{paired['method']}, n = {paired['n']}; {paired['test']} p = {_p(p)})")
-    if high - low <= _ROUNDOFF and diff != 0.0:
+    if measures_nothing((low, high), diff):
         return (f"no claim: the interval has zero width because the differences do not vary, "
                 f"so it cannot measure the uncertainty — {figure}")
     ci_says = low > 0.0 or high < 0.0
@@ -219,6 +248,12 @@ def verdict(paired: dict[str, Any]) -> str:
             if mdd is not None else "")
     return (f"inconclusive — the data do not tell A and B apart (this does not show they are "
             f"equal{hide}) — {figure}")
+
+
+def measures_nothing(ci95: tuple[float, float], diff: float) -> bool:
+    """A zero-width interval around a non-zero difference: the differences do not vary, so
+    neither the interval nor the test measured any uncertainty, and no claim rests on them."""
+    return ci95[1] - ci95[0] <= _ROUNDOFF and diff != 0.0
 
 
 def _signed(x: float) -> str:

@@ -143,28 +143,29 @@ class Warm(TypingProtocol):
 
 
 W = TypeVar("W", bound=Warm)
-# how many jobs are made ready ahead while every worker is busy: one covers a sandbox's
-# start-up; each holds a sandbox, a cage and a laid-out workspace until its turn
-WARM_AHEAD = 1
+# how many jobs are made ready ahead while every worker is busy: two keep a sandbox's start-up
+# off the path of a --jobs 1 run (one was 1.49x a bare start, two 1.40x: bench_overhead.py);
+# each holds a waiting sandbox, a cage and a laid-out workspace until its turn
+WARM_AHEAD = 2
 
 
 def drive(jobs: Iterable[tuple[Task, int]], workers: int,
           attempt: Callable[[Task, int, W | None], Finished], on_finished: OnFinished, *,
           abort: threading.Event, on_started: OnStarted, should_stop: ShouldStop,
           warm: Callable[[Task, int], W | None] | None = None,
-          wanted: Wanted = always_wanted) -> None:
+          wanted: Wanted = always_wanted, ahead_max: int = WARM_AHEAD) -> None:
     """Run (task, epoch) jobs through `attempt` on `workers` threads. Starts and results are
     handed back on this thread, so the ledger is written by one thread, in completion order;
     once should_stop() is true no new job starts and the running ones finish. A hung metric
     sets `abort` (the attempts still running end now, never recorded) and is raised.
 
-    With `warm`, while every worker is busy this thread makes the next job ready (its
-    sandbox started, its workspace laid out: solver.prepare_attempt) and hands it to
-    `attempt` when a worker frees; so an attempt's start-up overlaps the one before it
+    With `warm`, while every worker is busy this thread makes up to `ahead_max` next jobs
+    ready (sandbox started, workspace laid out: solver.prepare_attempt) and hands each to
+    `attempt` when a worker frees, oldest first; so an attempt's start-up overlaps the one before it
     (docs/running.md). A ready job counts as started only when handed over; one never handed
     over (a stop, an abort, an error) is discarded, unrecorded, and runs on resume. A job
     is handed over only if wanted() still says so then: it was pulled from `jobs` (whose own
-    filter ran at that moment) one attempt early.
+    filter ran at that moment) early.
     """
     pending = iter(jobs)
     running: dict[Future[Finished], tuple[Task, int]] = {}
@@ -202,7 +203,7 @@ def drive(jobs: Iterable[tuple[Task, int]], workers: int,
             if job is None:
                 return
             hand_over(job)
-        while (warm is not None and len(ahead) < WARM_AHEAD and len(running) == slots
+        while (warm is not None and len(ahead) < ahead_max and len(running) == slots
                and not should_stop()):
             upcoming = next(pending, None)
             if upcoming is None:

@@ -35,6 +35,10 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("compare", "text"): "sealbench.compare",
     ("compare", "json"): "sealbench.compare",
     ("compare", "md"): "sealbench.compare",
+    ("leaderboard", "text"): "sealbench.leaderboard",
+    ("leaderboard", "md"): "sealbench.leaderboard",
+    ("leaderboard", "json"): "sealbench.leaderboard",
+    ("leaderboard", "html"): "sealbench.leaderboard",
 }
 
 _REGISTERED: dict[tuple[str, str], Renderer] = {}

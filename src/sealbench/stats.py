@@ -66,6 +66,7 @@ __all__ = [
     "derive_seed",
     "design_effect",
     "headline",
+    "holm",
     "mcnemar_exact",
     "mcnemar_power",
     "mdd_cluster_t",
@@ -1289,3 +1290,28 @@ def paired_comparison(
         df=df, se=se, clusters=g, table=table, correlation=correlation,
         discordant_a_only=a_only, discordant_b_only=b_only, note=note,
     )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values, in the input order.
+
+    Why: a leaderboard of k runs makes k(k − 1)/2 pairwise tests; at 0.05 each, some pair of
+    equal agents would look different far more often than 5% of the time. Holm controls the
+    family-wise error at alpha with no assumption on how the tests depend on each other, and
+    rejects everything Bonferroni rejects (and often more). Sorted ascending, the i-th
+    (0-based) of m p-values is multiplied by m − i, made non-decreasing by a running maximum,
+    and capped at 1 — statsmodels' ``multipletests(method="holm")`` gives the same values
+    (tested). scipy has no Holm. A NaN p-value is refused: it would sort arbitrarily.
+    """
+    values = [float(p) for p in p_values]
+    for p in values:
+        if not 0.0 <= p <= 1.0:  # also False for NaN
+            raise ValueError(f"p-values must lie in [0, 1], got {p!r}")
+    m = len(values)
+    order = sorted(range(m), key=lambda i: values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * values[i]))
+        adjusted[i] = running
+    return adjusted

@@ -28,6 +28,7 @@ SCHEMAS: dict[str, str] = {
     "comparison": "sealbench.formats:Comparison",
     "export": "sealbench.formats:ExportLine",
     "events": "sealbench.events:schema",
+    "leaderboard": "sealbench.formats:Leaderboard",
 }
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
