@@ -39,6 +39,7 @@ from sealbench.executor import RunInputs, RunSettings, executor_named, open_harn
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
+from sealbench.html import attempt_views, report_page
 from sealbench.ledger import OWNER_FIELDS, AttemptRow, Ledger, RunRow, pid_exists
 from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
@@ -898,8 +899,24 @@ class Run:
         reasons = gate.reasons()
         self.ledger.finish_run(self.run_id, "refused", "; ".join(reasons))
         self.emit("refused", {"reason": "the null pack failed: " + "; ".join(reasons)})
+        # the page before the resume command, which stays last on the line to copy
         raise Refused(f"run {self.run_id} refused: the null pack failed; no rate is "
-                      "computed" + self._resume_hint(), reasons)
+                      "computed" + self._refused_page() + self._resume_hint(), reasons)
+
+    def _refused_page(self) -> str:
+        """Write the refused run's page (html.refused_page: which controls misbehaved, no rate)
+        where its report.html would have gone; the clause naming it, or saying why it could not
+        be written (the refusal stands either way, with its exit status)."""
+        from sealbench.html import refused_facts, refused_page
+
+        path = self.report_path.with_suffix(".html")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(refused_page(refused_facts(self.ledger, self.run_id)),
+                            encoding="utf-8")
+        except OSError as exc:
+            return f". Its page could not be written to {path} ({exc.strerror or exc})"
+        return f". Its page: {path}"
 
     def _resume_hint(self) -> str:
         """How to resume, when only infrastructure errors stand in the way of publishing."""
@@ -919,7 +936,8 @@ class Run:
         except NotPublishable as exc:
             self.ledger.finish_run(self.run_id, "refused", str(exc))
             self.emit("refused", {"reason": str(exc)})
-            raise Refused(f"run {self.run_id} refused: {exc}{self._resume_hint()}") from None
+            raise Refused(f"run {self.run_id} refused: {exc}{self._refused_page()}"
+                          f"{self._resume_hint()}") from None
         self.ledger.finish_run(self.run_id, "published", None, report)
         if self.options.signer is not None:  # the files carry it; the ledger's copy does not
             self._check_signable()
@@ -928,9 +946,12 @@ class Run:
         md_path = json_path.with_suffix(".md")
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            for path, fmt in ((json_path, "json"), (md_path, "md"),
-                              (json_path.with_suffix(".html"), "html")):
+            for path, fmt in ((json_path, "json"), (md_path, "md")):
                 path.write_text(render("report", fmt, report), encoding="utf-8")
+            # the page needs the run's attempts besides the report: html.report_page, until
+            # the renderer registry passes renderers more than the document
+            json_path.with_suffix(".html").write_text(
+                report_page(report, attempt_views(self.ledger, self.run_id)), encoding="utf-8")
         except OSError as exc:
             raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
                            f"the run is published in the ledger: sealbench report "
