@@ -12,7 +12,7 @@ import pytest
 from toy import make_protocol
 
 from sealbench import harness as harness_module
-from sealbench.errors import BadInput
+from sealbench.errors import BadInput, InfrastructureError
 from sealbench.harness import (
     INFRA_RETRIES,
     MEMORY_SCRATCH_MIN_FREE,
@@ -312,3 +312,47 @@ def test_in_a_run_each_solver_sees_only_its_own_attempt_while_the_next_is_made_r
         assert len(listing) == 1 and listing[0].startswith("attempt-"), listing
         seen.append(listing[0])
     assert len(set(seen)) == 4
+
+
+def test_a_ready_attempt_whose_directory_the_scratch_lost_is_an_infrastructure_error(
+        tmp_path: Path) -> None:
+    """The scratch moved under the harness between laying out and reading back: the
+    harness's failure (retried, never scored), not an unreadable workspace charged to the
+    solver."""
+    harness = _harness(tmp_path)
+    with harness:
+        task = harness.protocol.dataset[0]
+        ready = harness.prepare(task, CommandSolver(("true",)))
+        assert ready is not None
+        ready.attempt_dir.rename(ready.attempt_dir.with_name("moved-away"))
+        with pytest.raises(InfrastructureError, match="went missing from the scratch"):
+            ready.run()
+
+
+EMPTY_ITS_WORKSPACE = """
+import os, shutil, sys
+root = os.environ["SEALBENCH_WORKSPACE"]
+for name in os.listdir(root):
+    path = os.path.join(root, name)
+    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+try:
+    os.rmdir(root)
+except OSError as exc:
+    print("rmdir refused:", exc.errno)
+"""
+
+
+def test_a_solver_that_empties_and_removes_its_workspace_is_judged_never_infrastructure(
+        tmp_path: Path) -> None:
+    """A solver cannot pass its own failure off as the harness's by removing its workspace:
+    the workspace is its mount point (rmdir is refused) and what it left is judged."""
+    script = tmp_path / "empty.py"
+    script.write_text(EMPTY_ITS_WORKSPACE)
+    harness = _harness(tmp_path)
+    with harness:
+        argv = (sys.executable, str(script))
+        result = harness.attempt(harness.protocol.dataset[0],
+                                 CommandSolver(argv, visible=command_files(argv)))
+    assert isinstance(result, AttemptResult), result
+    assert result.outcome in ("fail", "violation"), result
+    assert b"rmdir refused" in result.stdout

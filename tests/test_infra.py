@@ -126,13 +126,15 @@ def test_acceptance_8b_a_one_second_scratch_outage_is_not_published_and_resume_p
 
 
 FLAKY_BWRAP = """#!/bin/sh
-# a sandbox binary that breaks mid-run: the solver's calls FAIL_FROM..FAIL_TO fail before the
-# sandbox starts (other sandbox starts — the probe, the metric worker — are not counted)
+# a sandbox binary that breaks mid-run: while {broken} exists, every start of the second and
+# third attempts the solver makes (by attempt id, the last argument: the next attempts are made
+# ready early, so call order says nothing of which attempt a call is) fails before the
+# sandbox starts; other sandbox starts (the probe, the metric worker) are not counted
 case "$*" in *solve.py*) ;; *) exec {real} "$@" ;; esac
-n=$(cat "{count}" 2>/dev/null || echo 0)
-n=$((n + 1))
-echo "$n" > "{count}"
-if [ "$n" -ge {fail_from} ] && [ "$n" -le {fail_to} ]; then
+for arg; do label=$arg; done
+echo "$label" >> "{labels}"
+if [ -e "{broken}" ] && awk '!seen[$0]++' "{labels}" | sed -n '2,3p' | grep -qxF "$label"
+then
     echo "bwrap: cannot start (test: made unavailable)" >&2
     exit 1
 fi
@@ -149,9 +151,9 @@ def test_acceptance_9_a_sandbox_failing_mid_run_blocks_publication_until_resume(
         pytest.skip("bubblewrap is not installed")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    count = tmp_path / "bwrap-calls"
-    # solver call 1 is the first attempt; calls 2..7 are every try of the next two attempts
-    (bin_dir / "bwrap").write_text(FLAKY_BWRAP.format(count=count, fail_from=2, fail_to=7,
+    labels, broken_marker = tmp_path / "bwrap-calls", tmp_path / "bwrap-broken"
+    broken_marker.touch()
+    (bin_dir / "bwrap").write_text(FLAKY_BWRAP.format(labels=labels, broken=broken_marker,
                                                       real=real))
     (bin_dir / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -173,11 +175,14 @@ def test_acceptance_9_a_sandbox_failing_mid_run_blocks_publication_until_resume(
     assert "infrastructure error" in json.loads(runs.stdout)[0]["result"]
 
     print("run b1 stderr:", result.stderr)
+    calls_before_resume = len(labels.read_text().split())
+    broken_marker.unlink()  # the sandbox works again
     resumed = resume(proto, command, "b1", ledger=ledger, options=RunOptions())
     assert resumed.report["n"] == 6
     assert resumed.report["infrastructure_errors"] == 0
     assert ledger.run("b1").state == "published"
-    assert int(count.read_text()) > 9  # the resume went through the (now working) wrapper
+    # the resume went through the (now working) wrapper
+    assert len(labels.read_text().split()) > calls_before_resume
     print("resumed b1:", _figures(resumed.report))
 
 

@@ -333,14 +333,24 @@ def prepare_attempt(task: Task, solver: Solver, ctx: AttemptContext,
                                           f"run: {exc}") from exc
         try:
             _fill(task, ws, ctx)
+            made = _identity(attempt_dir, ws)
         except OSError as exc:
             raise _not_laid_out(task, exc) from exc
-        return PreparedAttempt(task, solver, ctx, attempt_dir, ws, begun)
+        return PreparedAttempt(task, solver, ctx, attempt_dir, ws, begun, made)
     except BaseException:
         if isinstance(begun, Confined):
             begun.cancel()
         remove_tree(attempt_dir)
         raise
+
+
+def _identity(attempt_dir: Path, ws: Workspace) -> tuple[tuple[int, int], ...]:
+    """Which directories these are (device and inode of the attempt directory and of the
+    workspace): the solver can change neither — the attempt directory is not in its view, the
+    workspace is its mount point — so a change means the scratch changed under the harness."""
+    return tuple((info.st_dev, info.st_ino) for info in
+                 (os.stat(attempt_dir, follow_symlinks=False),
+                  os.stat(ws.root, follow_symlinks=False)))
 
 
 def _not_laid_out(task: Task, exc: OSError) -> InfrastructureError:
@@ -359,6 +369,7 @@ class PreparedAttempt:
     attempt_dir: Path
     ws: Workspace
     begun: Confined | Execution | None  # what solver.start gave; None: act() runs it all
+    made: tuple[tuple[int, int], ...]  # _identity() once laid out
 
     def run(self) -> AttemptResult:
         """Let the solver act and judge what it left; the cages it used go back to the pool
@@ -366,9 +377,23 @@ class PreparedAttempt:
         cages = self.ctx.cages
         with cages.holding() if cages is not None else contextlib.nullcontext():
             try:
-                return _judged(self.task, self._act(), self.ctx, self.attempt_dir, self.ws)
+                execution = self._act()
+                self._require_same_directories()
+                return _judged(self.task, execution, self.ctx, self.attempt_dir, self.ws)
             finally:
                 remove_tree(self.attempt_dir)
+
+    def _require_same_directories(self) -> None:
+        """The attempt's directories are still the ones laid out, or an InfrastructureError:
+        reading back a workspace the harness lost (its scratch moved or removed) would charge
+        the harness's failure to the solver as an unreadable workspace."""
+        try:
+            same = _identity(self.attempt_dir, self.ws) == self.made
+        except OSError:
+            same = False
+        if not same:
+            raise InfrastructureError(f"attempt on {self.task.id}: its directory went missing "
+                                      f"from the scratch ({self.attempt_dir}) while it ran")
 
     def _act(self) -> Execution:
         try:
