@@ -68,6 +68,8 @@ def leaderboard() -> dict[str, Any]:
     return dumped
 
 
+# what the HTML pages take besides the document: a run's attempts, each run's task scores
+CONTEXT = {"attempts": lambda: [], "scores": lambda: ({}, {})}
 DOCUMENTS = {"report": golden_report, "compare": comparison, "leaderboard": leaderboard}
 # what each rendering must show: the run, and a rate only with its n
 SHOWS = {"report": ("golden", "n = 4"), "compare": ("rulebook-1", "54"),
@@ -77,7 +79,7 @@ SHOWS = {"report": ("golden", "n = 4"), "compare": ("rulebook-1", "54"),
 @pytest.mark.parametrize(("kind", "fmt"), sorted(PROVIDERS))
 def test_each_registered_format_renders(kind: str, fmt: str) -> None:
     document = DOCUMENTS[kind]()
-    text = render.render(kind, fmt, document)
+    text = render.render(kind, fmt, document, **CONTEXT)
     run, n = SHOWS[kind]
     assert text.endswith("\n")
     if fmt == "json":
@@ -93,15 +95,29 @@ def test_the_provider_named_is_the_module_that_registers(kind: str, fmt: str) ->
 
 @pytest.mark.parametrize(("kind", "formats"), [
     ("report", ["json", "md", "html"]),
-    ("compare", ["text", "json", "md"]),
+    ("compare", ["text", "json", "md", "html"]),
+    ("leaderboard", ["text", "md", "json", "html"]),
 ])
 def test_formats_for_lists_the_cli_choices(kind: str, formats: list[str]) -> None:
     assert formats_for(kind) == formats
 
 
+def test_a_renderer_given_less_than_it_takes_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="rendering report as html needs attempts"):
+        render.render("report", "html", golden_report())
+
+
+def test_context_a_renderer_does_not_take_is_never_computed() -> None:
+    def never() -> list[object]:
+        raise AssertionError("json needs no attempts")
+
+    assert render.render("report", "json", golden_report(), attempts=never).startswith("{")
+
+
 @pytest.mark.parametrize(("kind", "fmt", "message"), [
     ("report", "pdf", "cannot render report as 'pdf': report renders as json, md, html"),
-    ("compare", "html", "cannot render compare as 'html': compare renders as text, json, md"),
+    ("compare", "pdf", "cannot render compare as 'pdf': compare renders as text, json, md, "
+                       "html"),
     ("receipt", "json", "no renderers for 'receipt'; kinds: "),
 ])
 def test_an_unknown_renderer_is_a_clear_error(kind: str, fmt: str, message: str) -> None:

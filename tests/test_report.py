@@ -116,12 +116,13 @@ def test_ci_method_is_sealed_and_used(tmp_path: Path) -> None:
 def test_html_report_escapes_and_carries_the_headline(tmp_path: Path) -> None:
     from html.parser import HTMLParser
 
-    from sealbench.report import headline_text, to_html
+    from sealbench.render import render
+    from sealbench.report import headline_text
 
     report = golden_run(tmp_path)
     report["solver"]["command"] = "<script>alert(1)</script> solve.sh"
-    page = to_html(report)
-    assert "<script>" not in page and "&lt;script&gt;" in page
+    page = render("report", "html", report, attempts=lambda: [])
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
     texts: list[str] = []
 
     class Collect(HTMLParser):

@@ -590,7 +590,7 @@ def _interrupts(control: RunControl) -> Iterator[None]:
 @sign_option("the recomputed report (--format json only)")
 @ledger_option
 def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | None) -> None:
-    from sealbench.html import attempt_views, refused_facts, refused_page, report_page
+    from sealbench.html import attempt_views, refused_facts, refused_page
     from sealbench.render import render
     from sealbench.report import NotPublishable, build_report
     from sealbench.signing import sign_report
@@ -612,10 +612,8 @@ def report(run_id: str, fmt: str, sign_path: Path | None, ledger_path: Path | No
         if signer is not None:
             _signable(ledger, run_id, data)
             data = sign_report(data, signer)
-        if fmt == "html":  # the page needs the run's attempts too (html.report_page)
-            out.print(report_page(data, attempt_views(ledger, run_id)), markup=False, end="")
-            return
-    out.print(terminal_safe(render("report", fmt, data)), markup=False, end="")
+        text = render("report", fmt, data, attempts=lambda: attempt_views(ledger, run_id))
+    out.print(terminal_safe(text), markup=False, end="")
 
 
 def _signable(ledger: Ledger, run_id: str, data: dict[str, Any]) -> None:
@@ -1041,24 +1039,21 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
               + EXIT_HELP)
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--format", "fmt", type=click.Choice([*formats_for("compare"), "html"]),
+@click.option("--format", "fmt", type=click.Choice(formats_for("compare")),
               default="text", show_default=True)
 @ledger_option
 def compare(run_a: str, run_b: str, fmt: str, ledger_path: Path | None) -> None:
     from sealbench.compare import compare_runs
-    from sealbench.html import compare_page
     from sealbench.render import render
     from sealbench.report import task_scores
 
     with _errors():
         ledger = _reading_ledger(ledger_path)
         result = compare_runs(ledger, run_a, run_b)
-        if fmt == "html":  # the page needs each run's task scores too (html.compare_page)
-            scores = (task_scores(ledger, result["runs"]["a"]["run_id"]),
-                      task_scores(ledger, result["runs"]["b"]["run_id"]))
-            out.print(compare_page(result, scores), markup=False, end="")
-            return
-    out.print(render("compare", fmt, result), markup=False, end="")
+        text = render("compare", fmt, result, scores=lambda: (
+            task_scores(ledger, result["runs"]["a"]["run_id"]),
+            task_scores(ledger, result["runs"]["b"]["run_id"])))
+    out.print(text, markup=False, end="")
 
 
 @main.command(help="Print the JSON Schema (draft 2020-12) of one of sealbench's formats, as "

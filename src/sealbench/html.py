@@ -28,6 +28,7 @@ from typing import Any
 
 from sealbench.ledger import AttemptRow, Ledger, RunRow
 from sealbench.logs import Captured, attempt_logs, duration_text
+from sealbench.render import renderer
 from sealbench.textsafe import terminal_safe
 
 __all__ = ["AttemptView", "attempt_views", "axis_x", "compare_page", "refused_facts",
@@ -339,6 +340,7 @@ def task_table(views: Sequence[AttemptView]) -> str:
 # ------------------------------------------------------------------------ published report
 
 
+@renderer("report", "html", context=("attempts",))
 def report_page(report: dict[str, Any], attempts: Sequence[AttemptView]) -> str:
     """The published report: headline and its interval on a 0–100% axis with Wilson beside it,
     the null-pack banner, per-stratum and per-cluster plots, the per-task table with its
@@ -590,6 +592,7 @@ def _control_detail(record: dict[str, Any] | None) -> str:
 # ------------------------------------------------------------------------------ comparison
 
 
+@renderer("compare", "html", context=("scores",))
 def compare_page(comparison: dict[str, Any],
                  scores: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]) -> str:
     """Two published runs compared: both intervals on one axis, the paired difference with its

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import replace
-from html import escape
 from typing import TYPE_CHECKING, Any
 
 from sealbench import __version__
@@ -507,35 +505,6 @@ def to_markdown(report: dict[str, Any]) -> str:
               *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in _controls(report)], ""]
     lines.append(f"Records: ledger `{report['records']['ledger']}`, run `{report['run_id']}`.")
     return terminal_safe("\n".join(lines) + "\n")
-
-
-@renderer("report", "html")
-def to_html(report: dict[str, Any]) -> str:
-    """A self-contained page (no scripts, no external assets) with the same facts."""
-    def table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-        cells = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
-                        for row in rows)
-        heads = "".join(f"<th>{escape(h)}</th>" for h in head)
-        return f"<table><thead><tr>{heads}</tr></thead><tbody>{cells}</tbody></table>"
-
-    body = [
-        f"<h1>sealbench report — {escape(report['protocol_id'])}</h1>",
-        f"<p class=headline><strong>{escape(headline_text(report))}</strong></p>",
-        *(f"<p><em>{escape(note)}</em></p>" for note in _notes(report)),
-        table(("", ""), _summary(report)),
-        "<h2>Outcomes</h2>",
-        table(("outcome", "attempts"), [(k, str(v)) for k, v in report["outcomes"].items()]),
-        "<h2>Null pack</h2>",
-        table(("control", "rule", "outcome", "ok"), _controls(report)),
-        f"<p>Records: ledger <code>{escape(report['records']['ledger'])}</code>.</p>",
-    ]
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-             "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}"
-             "table{border-collapse:collapse;margin:1em 0}.headline{font-size:1.4em}")
-    return terminal_safe("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>sealbench — {escape(report['protocol_id'])}</title>"
-            f"<style>{style}</style></head><body>\n" + "\n".join(b for b in body if b)
-            + "\n</body></html>\n")
 
 
 # --------------------------------------------------------------------------- re-checking

@@ -39,7 +39,7 @@ from sealbench.executor import RunInputs, RunSettings, executor_named, open_harn
 from sealbench.gate import evaluate, judge_control
 from sealbench.harness import Finished, Harness, InfraFailure, Interrupted, scratch_root
 from sealbench.homeseed import HomeSeed, read_home_seed
-from sealbench.html import attempt_views, report_page
+from sealbench.html import attempt_views
 from sealbench.ledger import OWNER_FIELDS, AttemptRow, Ledger, RunRow, pid_exists
 from sealbench.metric import MetricHung, MetricResult
 from sealbench.protocol import Protocol, Task, env_name_problem
@@ -943,15 +943,12 @@ class Run:
             self._check_signable()
             report = sign_report(report, self.options.signer)
         json_path = self.report_path
-        md_path = json_path.with_suffix(".md")
         try:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            for path, fmt in ((json_path, "json"), (md_path, "md")):
-                path.write_text(render("report", fmt, report), encoding="utf-8")
-            # the page needs the run's attempts besides the report: html.report_page, until
-            # the renderer registry passes renderers more than the document
-            json_path.with_suffix(".html").write_text(
-                report_page(report, attempt_views(self.ledger, self.run_id)), encoding="utf-8")
+            for path, fmt in ((json_path, "json"), (json_path.with_suffix(".md"), "md"),
+                              (json_path.with_suffix(".html"), "html")):
+                path.write_text(render("report", fmt, report, attempts=lambda: attempt_views(
+                    self.ledger, self.run_id)), encoding="utf-8")
         except OSError as exc:
             raise BadInput(f"--report {json_path}: cannot be written ({exc.strerror or exc}); "
                            f"the run is published in the ledger: sealbench report "
@@ -959,7 +956,7 @@ class Run:
         self.emit("published", {"n": report["n"], "mean": report["mean"],
                                 "ci95": report["ci95"], "ci_method": report["ci_method"],
                                 "report": str(json_path)})
-        return RunResult(self.run_id, report, json_path, md_path, self.sandbox)
+        return RunResult(self.run_id, report, json_path, json_path.with_suffix(".md"), self.sandbox)
 
 
     def _check_signable(self) -> None:
