@@ -529,3 +529,29 @@ def test_the_html_page_shows_each_run_its_letters_and_interval_and_loads_nothing
 def test_each_renderer_takes_the_json_document_as_well_as_the_model(render: Any) -> None:
     board = _made_up('agent "x" <y>')
     assert render(json.loads(to_json(board))) == render(board)
+
+
+# an OSC 8 hyperlink, a screen clear and a bidi override, in the solver's command line
+ESCAPES = "'\x1b]8;;http://evil\x1b\\x\x1b]8;;\x1b\\ \x1b[2J\u202e'"
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_solver_label_cannot_drive_the_terminal_in_leaderboard_or_compare_output(
+        tmp_path: Path) -> None:
+    """Two published toy runs whose solver command holds terminal escapes: no output of
+    `leaderboard` (text, md, html) or `compare` (text, md, html) carries them raw."""
+    proto = make_protocol(tmp_path / "toy", n=3, min_n=3)
+    ledger = str(tmp_path / "ledger.sqlite")
+    assert _cli("seal", str(proto), "--ledger", ledger).exit_code == 0
+    label = write_solver(tmp_path / "agent", SOLVER) + " " + ESCAPES
+    runs = [_run_id(_cli("run", str(proto), "--solver", label, "--ledger", ledger))
+            for _ in range(2)]
+    outputs = {f"leaderboard {fmt}": _cli("leaderboard", str(proto), "--ledger", ledger,
+                                          "--format", fmt) for fmt in ("text", "md", "html")}
+    outputs |= {f"compare {fmt}": _cli("compare", *runs, "--ledger", ledger, "--format", fmt)
+                for fmt in ("text", "md", "html")}
+    for name, result in outputs.items():
+        assert result.exit_code == 0, (name, result.stderr)
+        assert "\\x1b]8;;http://evil" in result.stdout, name  # shown, as an escape
+        assert "\x1b" not in result.stdout and "\u202e" not in result.stdout, name

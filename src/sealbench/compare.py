@@ -30,6 +30,7 @@ from sealbench.stats import (
     mdd_mcnemar,
     paired_comparison,
 )
+from sealbench.textsafe import terminal_safe
 
 COMPARE_FORMAT = "sealbench-compare/v2"
 ALPHA = 0.05
@@ -354,7 +355,8 @@ def to_text(comparison: dict[str, Any]) -> str:
         "",
         f"{'verdict':<{label}}{comparison['verdict']}",
     ]
-    return "\n".join(lines) + "\n"
+    # the solver labels are the operator's command lines, which can hold anything
+    return terminal_safe("\n".join(lines) + "\n")
 
 
 @renderer("compare", "md")
@@ -415,5 +417,5 @@ def to_markdown(comparison: dict[str, Any]) -> str:
         f"{ids(comparison['unpaired'])}",
         "",
     ]
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 

@@ -410,7 +410,8 @@ def to_markdown(document: Document) -> str:
         lines += ["## Left out", "",
                   *(f"- {_code(o.run_id)} ({_code(o.ledger)}): {_code(o.why)}"
                     for o in board.left_out), ""]
-    return "\n".join(lines)
+    # a solver label is a command line, which can hold anything (docs/threat-model.md)
+    return terminal_safe("\n".join(lines))
 
 
 _CSS = """
@@ -475,7 +476,9 @@ def to_html(document: Document) -> str:
         f'</td><td>{"yes" if p.distinguishable else "no"}</td></tr>' for p in board.pairs)
     left = "".join(f"<li><code>{e(o.run_id)}</code> ({e(o.ledger)}): {e(o.why)}</li>"
                    for o in board.left_out)
-    return f"""<!doctype html>
+    # control characters shown as escapes, as on every page (html.text): a page printed to a
+    # terminal cannot drive it, and a bidi override cannot reorder a label
+    return terminal_safe(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <title>sealbench leaderboard — {e(board.protocol_id)}</title><style>{_CSS}</style></head>
@@ -491,4 +494,4 @@ def to_html(document: Document) -> str:
 <p id="apart">Told apart: {e("; ".join(apart) or "none")}</p>
 {f'<h2>Left out</h2><ul id="left-out">{left}</ul>' if left else ""}
 </body></html>
-"""
+""")
