@@ -7,11 +7,13 @@ import hashlib
 import itertools
 import json
 import random
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -555,3 +557,37 @@ def test_a_solver_label_cannot_drive_the_terminal_in_leaderboard_or_compare_outp
         assert result.exit_code == 0, (name, result.stderr)
         assert "\\x1b]8;;http://evil" in result.stdout, name  # shown, as an escape
         assert "\x1b" not in result.stdout and "\u202e" not in result.stdout, name
+
+
+class _BareRates(HTMLParser):
+    """Text holding a percentage (not "95% CI") outside every element carrying data-n,
+    data-lo and data-hi: the pages' rule (tests/test_html.py checks it in a browser)."""
+
+    VOID = frozenset({"meta", "br", "line", "circle", "input", "img"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[bool] = []
+        self.bare: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.VOID:
+            return
+        names = {name for name, _ in attrs}
+        self.stack.append({"data-n", "data-lo", "data-hi"} <= names)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if re.search(r"\d+(\.\d+)?\s*%(?!\s*(CI|interval|confidence))", data) \
+                and not any(self.stack):
+            self.bare.append(data)
+
+
+def test_every_rate_on_the_leaderboard_page_carries_its_n_and_interval() -> None:
+    found = _BareRates()
+    found.feed(to_html(_made_up()).split("<body>", 1)[1])
+    assert found.bare == []
+    assert '<tr class="run" data-run="A" data-mean="0.6" data-lo=' in to_html(_made_up())
