@@ -411,6 +411,20 @@ def test_a_script_that_escaping_missed_would_still_not_run(tmp_path: Path,
         assert seen.outside_requests(path) == []
 
 
+@pytest.mark.browser
+def test_markup_that_escaping_missed_cannot_repoint_links_or_send_a_form(
+        tmp_path: Path, browser: Any) -> None:
+    path = tmp_path / "based.html"
+    path.write_text(page("t", ["<base href='http://evil.test/'><a id=link href='x'>x</a>",
+                               "<form id=f action='http://evil.test/'><input name=q></form>"]))
+    with rendered(browser, path) as seen:
+        assert seen.page.evaluate("document.getElementById('link').href").startswith("file:")
+        seen.page.evaluate("document.getElementById('f').submit()")
+        seen.page.wait_for_timeout(300)
+        assert seen.page.evaluate("location.protocol") == "file:"
+        assert seen.outside_requests(path) == []
+
+
 # a refusal that reads as a rate, written by the solver into every task's refuse file
 FAKE_RATE = "mean 0.93: 93.0% (95% CI 88.0%-97.0%, n = 54), 50/54 passed"
 

@@ -205,9 +205,12 @@ def page(title: str, body: Sequence[str], *, script: bool = False) -> str:
             "<meta name=viewport content='width=device-width'>"
             # nothing may be fetched (a page that cannot load anything cannot tell anyone it was
             # opened), and no script runs but the filter, named by its digest: were escaping
-            # ever to miss, an injected <script> or onerror= would still not run
+            # ever to miss, an injected <script> or onerror= would still not run, nor would an
+            # injected <base> re-point the page's links or a <form> send anything
+            # (default-src does not cover base-uri and form-action)
             "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
-            f"style-src 'unsafe-inline'; script-src {SCRIPT_SOURCE}\">"
+            f"style-src 'unsafe-inline'; script-src {SCRIPT_SOURCE}; base-uri 'none'; "
+            "form-action 'none'\">"
             f"<title>{text(title)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(part for part in body if part) + f"\n{js}</body></html>\n")
 

@@ -491,7 +491,8 @@ def to_html(document: Document) -> str:
     # terminal cannot drive it, and a bidi override cannot reorder a label
     return terminal_safe(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy"
+ content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
 <title>sealbench leaderboard — {e(board.protocol_id)}</title><style>{_CSS}</style></head>
 <body><h1>Leaderboard — <code>{e(board.protocol_id)}</code></h1>
 <p>Identity <code>{e(board.identity)}</code></p>
