@@ -215,6 +215,27 @@ def ledgers(board: Board) -> Iterator[list[Ledger]]:
 
 @pytest.mark.slow
 @pytest.mark.sandbox
+def test_each_run_s_report_is_recomputed_once_not_once_per_pair(
+        board: Board, ledgers: list[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The board checks each run's stored figures against its records (a whole report
+    recomputed) once per run: per pair, a ledger of k runs recomputed k² reports."""
+    import sealbench.report
+
+    recomputed: list[str] = []
+    real = sealbench.report.build_report
+
+    def counting(ledger: Ledger, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        recomputed.append(run_id)
+        return real(ledger, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(sealbench.report, "build_report", counting)
+    result = build_leaderboard(ledgers, board.identity)
+    assert len(result.runs) == 3 and len(result.pairs) == 3
+    assert sorted(recomputed) == sorted(r.run_id for r in result.runs)
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
 def test_acceptance_3_rulebook_and_its_near_copy_share_a_tier_the_weaker_one_does_not(
         board: Board, ledgers: list[Ledger]) -> None:
     result = build_leaderboard(ledgers, board.identity)

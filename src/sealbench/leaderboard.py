@@ -257,7 +257,9 @@ def _pairs(entries: list[_Entry]) -> list[LeaderboardPair]:
     raw = []
     for first, second in itertools.combinations(entries, 2):
         try:
-            pairing = pair_runs(first.ledger, first.row, second.ledger, second.row)
+            # every run was checked once by build_leaderboard (check_published)
+            pairing = pair_runs(first.ledger, first.row, second.ledger, second.row,
+                                checked=True)
         except Refused as exc:
             raise Refused(f"cannot build the leaderboard: the pair {first.row.run_id} / "
                           f"{second.row.run_id} is not comparable — {exc}") from None
