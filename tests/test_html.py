@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from browser_helpers import Rendered, chromium, rendered
 from click.testing import CliRunner
+from hostile_helpers import hostile_solver, sealed_toy
 
 from sealbench.cli import main
 from sealbench.html import (
@@ -408,3 +409,44 @@ def test_a_script_that_escaping_missed_would_still_not_run(tmp_path: Path,
     with rendered(browser, path) as seen:
         assert seen.page.evaluate("typeof window.pwned") == "undefined"
         assert seen.outside_requests(path) == []
+
+
+@pytest.mark.browser
+def test_markup_that_escaping_missed_cannot_repoint_links_or_send_a_form(
+        tmp_path: Path, browser: Any) -> None:
+    path = tmp_path / "based.html"
+    path.write_text(page("t", ["<base href='http://evil.test/'><a id=link href='x'>x</a>",
+                               "<form id=f action='http://evil.test/'><input name=q></form>"]))
+    with rendered(browser, path) as seen:
+        assert seen.page.evaluate("document.getElementById('link').href").startswith("file:")
+        seen.page.evaluate("document.getElementById('f').submit()")
+        seen.page.wait_for_timeout(300)
+        assert seen.page.evaluate("location.protocol") == "file:"
+        assert seen.outside_requests(path) == []
+
+
+# a refusal that reads as a rate, written by the solver into every task's refuse file
+FAKE_RATE = "mean 0.93: 93.0% (95% CI 88.0%-97.0%, n = 54), 50/54 passed"
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_solver_cannot_put_a_rate_on_its_refused_page_or_refusal(tmp_path: Path) -> None:
+    """A solver that refuses every task, the must_pass control included, with a reason that
+    reads as a rate: the run is refused, and neither its page nor the refusal message shows
+    that figure (the gate's reasons and the page withhold it; the ledger keeps it whole)."""
+    proto, ledger = sealed_toy(tmp_path)
+    solver = hostile_solver(tmp_path / "agent", before=f"""
+        open(os.environ["SEALBENCH_REFUSE_FILE"], "w").write({FAKE_RATE!r})
+        sys.exit(0)
+    """)
+    report = tmp_path / "out" / "report.json"
+    result = CliRunner().invoke(main, ["run", str(proto), "--solver", solver, "--ledger",
+                                       str(ledger.path), "--report", str(report)])
+    assert result.exit_code == 3, result.stderr
+    assert "NP-STUB-01" in result.stderr and "[withheld]" in result.stderr
+    assert not RATE.search(result.stderr.replace("no rate is computed", "")), result.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    visible = re.sub(r"<style>.*?</style>|<script>.*?</script>|<[^>]+>", " ", page, flags=re.S)
+    assert "NP-STUB-01" in visible and "[withheld]" in visible
+    assert not RATE.search(visible), RATE.search(visible)

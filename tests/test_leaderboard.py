@@ -7,11 +7,13 @@ import hashlib
 import itertools
 import json
 import random
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +211,27 @@ def ledgers(board: Board) -> Iterator[list[Ledger]]:
     yield opened
     for ledger in opened:
         ledger.close()
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_each_run_s_report_is_recomputed_once_not_once_per_pair(
+        board: Board, ledgers: list[Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The board checks each run's stored figures against its records (a whole report
+    recomputed) once per run: per pair, a ledger of k runs recomputed k² reports."""
+    import sealbench.report
+
+    recomputed: list[str] = []
+    real = sealbench.report.build_report
+
+    def counting(ledger: Ledger, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        recomputed.append(run_id)
+        return real(ledger, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(sealbench.report, "build_report", counting)
+    result = build_leaderboard(ledgers, board.identity)
+    assert len(result.runs) == 3 and len(result.pairs) == 3
+    assert sorted(recomputed) == sorted(r.run_id for r in result.runs)
 
 
 @pytest.mark.slow
@@ -529,3 +552,63 @@ def test_the_html_page_shows_each_run_its_letters_and_interval_and_loads_nothing
 def test_each_renderer_takes_the_json_document_as_well_as_the_model(render: Any) -> None:
     board = _made_up('agent "x" <y>')
     assert render(json.loads(to_json(board))) == render(board)
+
+
+# an OSC 8 hyperlink, a screen clear and a bidi override, in the solver's command line
+ESCAPES = "'\x1b]8;;http://evil\x1b\\x\x1b]8;;\x1b\\ \x1b[2J\u202e'"
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_solver_label_cannot_drive_the_terminal_in_leaderboard_or_compare_output(
+        tmp_path: Path) -> None:
+    """Two published toy runs whose solver command holds terminal escapes: no output of
+    `leaderboard` (text, md, html) or `compare` (text, md, html) carries them raw."""
+    proto = make_protocol(tmp_path / "toy", n=3, min_n=3)
+    ledger = str(tmp_path / "ledger.sqlite")
+    assert _cli("seal", str(proto), "--ledger", ledger).exit_code == 0
+    label = write_solver(tmp_path / "agent", SOLVER) + " " + ESCAPES
+    runs = [_run_id(_cli("run", str(proto), "--solver", label, "--ledger", ledger))
+            for _ in range(2)]
+    outputs = {f"leaderboard {fmt}": _cli("leaderboard", str(proto), "--ledger", ledger,
+                                          "--format", fmt) for fmt in ("text", "md", "html")}
+    outputs |= {f"compare {fmt}": _cli("compare", *runs, "--ledger", ledger, "--format", fmt)
+                for fmt in ("text", "md", "html")}
+    for name, result in outputs.items():
+        assert result.exit_code == 0, (name, result.stderr)
+        assert "\\x1b]8;;http://evil" in result.stdout, name  # shown, as an escape
+        assert "\x1b" not in result.stdout and "\u202e" not in result.stdout, name
+
+
+class _BareRates(HTMLParser):
+    """Text holding a percentage (not "95% CI") outside every element carrying data-n,
+    data-lo and data-hi: the pages' rule (tests/test_html.py checks it in a browser)."""
+
+    VOID = frozenset({"meta", "br", "line", "circle", "input", "img"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[bool] = []
+        self.bare: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.VOID:
+            return
+        names = {name for name, _ in attrs}
+        self.stack.append({"data-n", "data-lo", "data-hi"} <= names)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if re.search(r"\d+(\.\d+)?\s*%(?!\s*(CI|interval|confidence))", data) \
+                and not any(self.stack):
+            self.bare.append(data)
+
+
+def test_every_rate_on_the_leaderboard_page_carries_its_n_and_interval() -> None:
+    found = _BareRates()
+    found.feed(to_html(_made_up()).split("<body>", 1)[1])
+    assert found.bare == []
+    assert '<tr class="run" data-run="A" data-mean="0.6" data-lo=' in to_html(_made_up())

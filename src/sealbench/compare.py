@@ -30,6 +30,7 @@ from sealbench.stats import (
     mdd_mcnemar,
     paired_comparison,
 )
+from sealbench.textsafe import terminal_safe
 
 COMPARE_FORMAT = "sealbench-compare/v2"
 ALPHA = 0.05
@@ -110,13 +111,17 @@ class Pairing:
     result: PairedComparison
 
 
-def pair_runs(ledger_a: Ledger, a: RunRow, ledger_b: Ledger, b: RunRow) -> Pairing:
+def pair_runs(ledger_a: Ledger, a: RunRow, ledger_b: Ledger, b: RunRow, *,
+              checked: bool = False) -> Pairing:
     """The paired test of run B against run A, each read from its own ledger.
 
     Why separate from compare_runs: the leaderboard compares every pair of its runs, which
     may come from different ledgers, and must refuse exactly what `compare` refuses (other
     identities, unpublished runs, other conditions, too few shared tasks) with one test.
-    The callers have checked both record chains (Ledger.require_intact).
+    The callers have checked both record chains (Ledger.require_intact). ``checked``: the
+    caller has also run check_published on both runs (the leaderboard does it once per run, not
+    once per pair: it recomputes the run's whole report, so per pair a board of k runs would
+    recompute k² reports).
     """
     if a.identity != b.identity:
         raise Refused(
@@ -124,8 +129,9 @@ def pair_runs(ledger_a: Ledger, a: RunRow, ledger_b: Ledger, b: RunRow) -> Pairi
             f"with run {b.run_id} (protocol '{b.protocol_id}', identity {b.identity}): they "
             "sat different exams, so their scores are not comparable"
         )
-    check_published(ledger_a, a)
-    check_published(ledger_b, b)
+    if not checked:
+        check_published(ledger_a, a)
+        check_published(ledger_b, b)
     _check_same_conditions(a, b)
 
     scores_a = task_scores(ledger_a, a.run_id)
@@ -354,7 +360,8 @@ def to_text(comparison: dict[str, Any]) -> str:
         "",
         f"{'verdict':<{label}}{comparison['verdict']}",
     ]
-    return "\n".join(lines) + "\n"
+    # the solver labels are the operator's command lines, which can hold anything
+    return terminal_safe("\n".join(lines) + "\n")
 
 
 @renderer("compare", "md")
@@ -415,5 +422,5 @@ def to_markdown(comparison: dict[str, Any]) -> str:
         f"{ids(comparison['unpaired'])}",
         "",
     ]
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 

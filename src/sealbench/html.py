@@ -29,7 +29,7 @@ from typing import Any
 from sealbench.ledger import AttemptRow, Ledger, RunRow
 from sealbench.logs import Captured, attempt_logs, duration_text
 from sealbench.render import renderer
-from sealbench.textsafe import terminal_safe
+from sealbench.textsafe import rate_free, terminal_safe
 
 __all__ = ["AttemptView", "attempt_views", "axis_x", "compare_page", "refused_facts",
            "refused_page", "report_page", "task_anchor"]
@@ -205,9 +205,12 @@ def page(title: str, body: Sequence[str], *, script: bool = False) -> str:
             "<meta name=viewport content='width=device-width'>"
             # nothing may be fetched (a page that cannot load anything cannot tell anyone it was
             # opened), and no script runs but the filter, named by its digest: were escaping
-            # ever to miss, an injected <script> or onerror= would still not run
+            # ever to miss, an injected <script> or onerror= would still not run, nor would an
+            # injected <base> re-point the page's links or a <form> send anything
+            # (default-src does not cover base-uri and form-action)
             "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
-            f"style-src 'unsafe-inline'; script-src {SCRIPT_SOURCE}\">"
+            f"style-src 'unsafe-inline'; script-src {SCRIPT_SOURCE}; base-uri 'none'; "
+            "form-action 'none'\">"
             f"<title>{text(title)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(part for part in body if part) + f"\n{js}</body></html>\n")
 
@@ -550,7 +553,10 @@ def refused_page(facts: RefusedFacts) -> str:
     """A refused run: which controls misbehaved and how (expected against got, the detail the
     harness recorded), the run header, and where the logs are. No rate, no dataset outcome."""
     run = facts.run
-    bad = [c for c in facts.controls if not c["ok"]]
+    # a ledger written before the gate withheld figures, or a solver label, may hold one
+    controls = [{**c, "reason": rate_free(str(c["reason"])) if c.get("reason") else None}
+                for c in facts.controls]
+    bad = [c for c in controls if not c["ok"]]
     items = "".join(
         f"<li id='{text(task_anchor(str(c['id'])))}' class=misbehaved><b>{text(c['id'])}</b> "
         f"({text(c['rule'])}): expected <b>{text(_expected(str(c['rule'])))}</b>, got "
@@ -560,16 +566,17 @@ def refused_page(facts: RefusedFacts) -> str:
     body = [
         f"<h1>sealbench — run refused — {text(run.protocol_id)}</h1>",
         f"<p class='banner refused' id=gate>Refused: "
-        f"{'the null pack failed: ' if bad else ''}{text(facts.reason)}</p>",
+        f"{'the null pack failed: ' if bad else ''}{text(rate_free(facts.reason))}</p>",
         "<p>No rate is computed for a refused run: the controls show the instrument cannot be "
         "trusted on this solver, so nothing it measured is shown.</p>",
         f"<h2>Controls that misbehaved ({len(bad)})</h2>",
         f"<ul>{items}</ul>" if bad else "<p>None: the run was refused for the reason above.</p>",
         "<h2>Every control</h2>",
-        _controls_table(facts.controls),
+        _controls_table(controls),
         "<h2>Run header</h2>",
         table(("", ""), [
-            ("protocol identity", run.identity), ("run", run.run_id), ("solver", run.solver),
+            ("protocol identity", run.identity), ("run", run.run_id),
+            ("solver", rate_free(run.solver)),
             ("sandbox", run.sandbox), ("state", run.state),
             ("started", str(run.started_at)), ("finished", str(run.finished_at)),
             ("dataset attempts recorded", f"{facts.dataset_attempts} (outcomes not shown)")]),
@@ -580,11 +587,13 @@ def refused_page(facts: RefusedFacts) -> str:
 def _control_detail(record: dict[str, Any] | None) -> str:
     """How a control's attempt went: the harness's detail, the files it touched, its length;
     its diff and logs stay in the ledger (a solver writes them, and they could hold anything,
-    a figure that reads as a rate included)."""
+    a figure that reads as a rate included). The detail is partly the solver's too (a refuse
+    reason, a stderr tail), so what reads as a rate in it is withheld (textsafe.rate_free)."""
     if record is None:
         return "It did not run."
     touched = record.get("files_touched")  # a count (names are in the diff, not shown)
-    return (f"Detail: {text(record.get('detail') or '-')}. Files touched: "
+    detail = rate_free(str(record.get("detail") or "-"))
+    return (f"Detail: {text(detail)}. Files touched: "
             f"{text(touched if isinstance(touched, int) and touched else 'none')}. "
             f"Took {text(duration_text(record.get('duration')))}.")
 

@@ -257,7 +257,9 @@ def _pairs(entries: list[_Entry]) -> list[LeaderboardPair]:
     raw = []
     for first, second in itertools.combinations(entries, 2):
         try:
-            pairing = pair_runs(first.ledger, first.row, second.ledger, second.row)
+            # every run was checked once by build_leaderboard (check_published)
+            pairing = pair_runs(first.ledger, first.row, second.ledger, second.row,
+                                checked=True)
         except Refused as exc:
             raise Refused(f"cannot build the leaderboard: the pair {first.row.run_id} / "
                           f"{second.row.run_id} is not comparable — {exc}") from None
@@ -410,7 +412,8 @@ def to_markdown(document: Document) -> str:
         lines += ["## Left out", "",
                   *(f"- {_code(o.run_id)} ({_code(o.ledger)}): {_code(o.why)}"
                     for o in board.left_out), ""]
-    return "\n".join(lines)
+    # a solver label is a command line, which can hold anything (docs/threat-model.md)
+    return terminal_safe("\n".join(lines))
 
 
 _CSS = """
@@ -446,10 +449,19 @@ def _interval_svg(run: LeaderboardRun) -> str:
 
 
 def _axis_svg() -> str:
-    labels = "".join(f'<text x="{_x(t):.1f}" y="12" text-anchor="middle">{int(100 * t)}%'
+    """The axis's ticks in per cent of tasks, the unit said once in the column's title (a
+    "25%" on its own would read as a rate with no n and no interval: sealbench.html's rule)."""
+    labels = "".join(f'<text x="{_x(t):.1f}" y="12" text-anchor="middle">{int(100 * t)}'
                      f'</text>' for t in (0.0, 0.25, 0.5, 0.75, 1.0))
     return (f'<svg class="axis" width="{_PLOT_W}" height="16" aria-hidden="true">{labels}'
             '</svg>')
+
+
+def _figures(mean: float, ci95: tuple[float, float], n: int) -> str:
+    """A row's figure as data (data-mean, data-lo, data-hi, data-n): the pages' rule that a
+    rate is one element carrying its n and interval (sealbench.html), checkable on the DOM."""
+    return (f'data-mean="{mean!r}" data-lo="{ci95[0]!r}" data-hi="{ci95[1]!r}" '
+            f'data-n="{n}"')
 
 
 @renderer("leaderboard", "html")
@@ -461,29 +473,35 @@ def to_html(document: Document) -> str:
     columns = _columns(board)
     tied, apart = _pair_sentences(board)
     run_rows = "".join(
-        f'<tr class="run" data-run="{e(r.run_id)}"><td class="letters">'
+        f'<tr class="run" data-run="{e(r.run_id)}" {_figures(r.mean, r.ci95, r.n)}>'
+        f'<td class="letters">'
         f'{e(_aligned(r.letters, columns))}</td><td class="num">{100 * r.mean:.1f}%</td>'
         f'<td class="num">{100 * r.ci95[0]:.1f}% – {100 * r.ci95[1]:.1f}%</td>'
         f'<td class="num">{r.n}</td><td>{_interval_svg(r)}</td><td><code class="run">'
         f'{e(r.run_id)}</code>'
         f'</td><td><code>{e(r.solver)}</code></td></tr>' for r in board.runs)
     pair_rows = "".join(
-        f'<tr class="pair"><td><code>{e(p.a)}</code></td><td><code>{e(p.b)}</code></td>'
+        f'<tr class="pair" {_figures(p.diff, p.ci95, p.n)}><td><code>{e(p.a)}</code></td>'
+        f'<td><code>{e(p.b)}</code></td>'
         f'<td class="num">{_signed(p.diff)}</td><td class="num">{_signed(p.ci95[0])} to '
         f'{_signed(p.ci95[1])} ({e(p.method)})</td><td class="num">{p.n}</td>'
         f'<td>{e(p.test)}</td><td class="num">{_p(p.p)}</td><td class="num">{_p(p.p_holm)}'
         f'</td><td>{"yes" if p.distinguishable else "no"}</td></tr>' for p in board.pairs)
     left = "".join(f"<li><code>{e(o.run_id)}</code> ({e(o.ledger)}): {e(o.why)}</li>"
                    for o in board.left_out)
-    return f"""<!doctype html>
+    # control characters shown as escapes, as on every page (html.text): a page printed to a
+    # terminal cannot drive it, and a bidi override cannot reorder a label
+    return terminal_safe(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy"
+ content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
 <title>sealbench leaderboard — {e(board.protocol_id)}</title><style>{_CSS}</style></head>
 <body><h1>Leaderboard — <code>{e(board.protocol_id)}</code></h1>
 <p>Identity <code>{e(board.identity)}</code></p>
 <p class="method">Tiers are a compact letter display: {e(method_line(board).replace("`", ""))}.</p>
 <table id="runs"><thead><tr><th>tier</th><th>mean</th><th>95% CI</th><th>n</th>
-<th>{_axis_svg()}</th><th>run</th><th>solver</th></tr></thead><tbody>{run_rows}</tbody></table>
+<th title="share of tasks, per cent">{_axis_svg()}</th><th>run</th><th>solver</th></tr></thead>
+<tbody>{run_rows}</tbody></table>
 <h2>Pairs</h2><table id="pairs"><thead><tr><th>a</th><th>b</th><th>b − a</th><th>95% CI</th>
 <th>n</th><th>test</th><th>p</th><th>p (Holm)</th><th>told apart</th></tr></thead>
 <tbody>{pair_rows}</tbody></table>
@@ -491,4 +509,4 @@ def to_html(document: Document) -> str:
 <p id="apart">Told apart: {e("; ".join(apart) or "none")}</p>
 {f'<h2>Left out</h2><ul id="left-out">{left}</ul>' if left else ""}
 </body></html>
-"""
+""")

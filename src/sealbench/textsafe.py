@@ -27,3 +27,27 @@ def terminal_safe(text: str, *, single_line: bool = False) -> str:
     if single_line:
         safe = safe.replace("\n", "\\n").replace("\t", "\\t")
     return safe
+
+
+# what reads as a rate: a percentage (any percent sign, or the words), a share written 0.93 or
+# .93, a count of a count ("50/54", "50 of 54"), and the words a rate comes with
+_FIGURE = re.compile(
+    r"(?:\d+(?:[.,]\d+)?|[.,]\d+)\s*(?:[%\u066a\ufe6a\uff05\u2030]|per\s*-?\s*cent\b"
+    r"|percent\b|pct\b)"
+    r"|(?<![\w.,])0?[.,]\d+\b"
+    r"|\b\d+\s*(?:/|\bof\b|\bout\s+of\b)\s*\d+\b"
+    r"|\b(?:mean|means|ci95|interval|intervals|rate|rates|score|scores|accuracy)\b",
+    re.IGNORECASE)
+WITHHELD = "[withheld]"
+
+
+def rate_free(text: str) -> str:
+    """text with everything that reads as a rate replaced by `[withheld]`.
+
+    Why: before the null-pack gate nothing may show a rate, and a refused run shows what a
+    control's solver wrote (its refuse reason, its stderr tail, the names of files it wrote)
+    in the gate's reasons: a solver whose control misbehaves on purpose could otherwise put
+    "93.0% (95% CI 88–97%, n = 54)" on the refused run's page and in its refusal message.
+    The words are still in the ledger, whole (`sealbench show RUN --task ID`).
+    """
+    return _FIGURE.sub(WITHHELD, text)
