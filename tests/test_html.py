@@ -450,3 +450,30 @@ def test_a_solver_cannot_put_a_rate_on_its_refused_page_or_refusal(tmp_path: Pat
     visible = re.sub(r"<style>.*?</style>|<script>.*?</script>|<[^>]+>", " ", page, flags=re.S)
     assert "NP-STUB-01" in visible and "[withheld]" in visible
     assert not RATE.search(visible), RATE.search(visible)
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_large_run_lists_the_first_rows_and_counts_the_rest_in_its_figures(
+        pages: Pages) -> None:
+    """A page lists at most rows_max attempts (a 100,000-task run's page must fit in memory
+    and in a browser): the first in task order, each with its drill-down; the rest are only
+    counted, and the per-cluster figures still cover every attempt."""
+    import json as json_module
+
+    from sealbench.html import attempt_views, cluster_intervals
+    from sealbench.ledger import Ledger
+
+    ledger, run_id = Ledger(pages.ledger), pages.report.stem
+    report = json_module.loads(pages.report.with_suffix(".json").read_text())
+    every = attempt_views(ledger, run_id)
+    some = attempt_views(ledger, run_id, rows_max=10)
+    assert [(v.task_id, v.epoch, v.outcome) for v in some] == \
+        [(v.task_id, v.epoch, v.outcome) for v in every]
+    assert [v.listed for v in some] == [True] * 10 + [False] * 44
+    assert all(v.logs for v in some[:10]) and not any(v.logs for v in some[10:])
+    assert cluster_intervals(report, some) == cluster_intervals(report, every)
+    page_text = report_page(report, some)
+    assert page_text.count("<details class=task") == 10
+    assert "44 more attempts (past the first 10 in task order)" in page_text
+    assert "44 more" not in report_page(report, every)

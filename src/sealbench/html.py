@@ -218,9 +218,16 @@ def page(title: str, body: Sequence[str], *, script: bool = False) -> str:
 # ------------------------------------------------------------------------ what a row shows
 
 
+# the page lists (and opens) at most this many attempts: a row carries its whole diff and log
+# tails, so a page of every attempt of a 100,000-task run would not fit in memory or a browser;
+# the rest are counted in the page's figures and named with how to see them
+PAGE_ROWS_MAX = 2000
+
+
 @dataclass(frozen=True)
 class AttemptView:
-    """One dataset attempt as the report page shows it, read from the ledger."""
+    """One dataset attempt as the report page shows it, read from the ledger. An attempt past
+    PAGE_ROWS_MAX is not listed (`listed` False): only what the page's figures need is kept."""
 
     task_id: str
     epoch: int
@@ -233,15 +240,34 @@ class AttemptView:
     egress: list[dict[str, Any]] | None
     tests: dict[str, Any] | None
     logs: dict[str, Captured | None] = field(default_factory=dict)
+    listed: bool = True
 
 
-def attempt_views(ledger: Ledger, run_id: str) -> list[AttemptView]:
+def attempt_views(ledger: Ledger, run_id: str, *,
+                  rows_max: int = PAGE_ROWS_MAX) -> list[AttemptView]:
     """The run's dataset attempts that count (the last record of each task and epoch), in task
-    order, each with its diff whole and its stdout and stderr tails (as `sealbench show`)."""
-    from sealbench.report import latest_rows
+    order: the first `rows_max` whole, each with its diff and its stdout and stderr tails (as
+    `sealbench show`), the rest as outcome and cluster only. Two passes over the records,
+    neither holding them all: the page of a 100,000-task run stays small."""
+    last: dict[tuple[str, int], tuple[int, str, str | None]] = {}
+    for row in ledger.iter_attempts(run_id, "dataset"):
+        cluster = row.record.get("cluster")
+        last[(row.task_id, row.epoch)] = (row.seq, str(row.record.get("outcome")),
+                                          None if cluster is None else str(cluster))
+    order = sorted(last)
+    listed = {key: last[key][0] for key in order[:rows_max]}
+    full: dict[tuple[str, int], AttemptView] = {}
+    if listed:
+        for row in ledger.iter_attempts(run_id, "dataset"):
+            if listed.get((row.task_id, row.epoch)) == row.seq:
+                full[(row.task_id, row.epoch)] = _view(ledger, row)
+    return [full.get(key) or _unlisted(key, *last[key][1:]) for key in order]
 
-    rows = latest_rows(ledger.attempts(run_id, "dataset"))
-    return [_view(ledger, row) for row in sorted(rows, key=lambda r: (r.task_id, r.epoch))]
+
+def _unlisted(key: tuple[str, int], outcome: str, cluster: str | None) -> AttemptView:
+    return AttemptView(task_id=key[0], epoch=key[1], outcome=outcome, duration=None,
+                       stratum=None, cluster=cluster, detail="", files_touched=[], egress=None,
+                       tests=None, listed=False)
 
 
 def _view(ledger: Ledger, row: AttemptRow) -> AttemptView:
@@ -327,8 +353,11 @@ def _task_row(view: AttemptView) -> str:
 
 
 def task_table(views: Sequence[AttemptView]) -> str:
-    """Every attempt that counts, one row each, filterable by outcome; a row opens its
-    drill-down (no rate here: outcomes are per attempt, the counts in the filter are counts)."""
+    """Every attempt that counts (up to PAGE_ROWS_MAX, then a line saying how many more), one
+    row each, filterable by outcome; a row opens its drill-down (no rate here: outcomes are per
+    attempt, the counts in the filter are counts)."""
+    hidden = sum(1 for v in views if not v.listed)
+    views = [v for v in views if v.listed]
     counts = Counter(v.outcome for v in views)
     filters = "".join(
         f'<label><input type=checkbox data-filter value="{text(o)}" checked> {text(o)} '
@@ -336,7 +365,11 @@ def task_table(views: Sequence[AttemptView]) -> str:
     head = "".join(f"<span>{h}</span>" for h in (
         "task", "outcome", "duration", "files touched", "egress", "test results"))
     rows = "\n".join(_task_row(v) for v in views)
-    return (f"<p class=filters>show outcomes: {filters}</p>"
+    more = (f"<p class=note id=unlisted>{hidden} more attempts (past the first {len(views)} "
+            "in task order) are counted in the figures above but not listed here: "
+            "<code>sealbench show RUN_ID --task TASK_ID</code> prints any one, "
+            "<code>sealbench export RUN_ID</code> writes them all.</p>" if hidden else "")
+    return (f"{more}<p class=filters>show outcomes: {filters}</p>"
             f"<div class=tasks><div class='grid head'>{head}</div>\n{rows}</div>")
 
 
