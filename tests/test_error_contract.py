@@ -84,7 +84,8 @@ def _valid(w: World) -> dict[str, Path]:
             "home_from": w.home, "expose": w.home, "hide": w.home,
             "find_links": w.repos, "null_pack": w.base / "null.jsonl",
             "requirements": w.base / "requirements.txt", "sign_path": w.base / "key",
-            "pubkey_path": w.base / "key.pub", "path": w.base / "newkey"}
+            "pubkey_path": w.base / "key.pub", "path": w.base / "newkey",
+            "ledger_paths": w.ledger}
 
 
 RUN = ("run", "{directory}", "--solver", "{solver}", "--quiet", "--sandbox", "none",
@@ -142,6 +143,12 @@ ROWS: dict[str, Row] = {
                 lambda w: {"directory": w.base / "demo-new", "find_links": w.repos},
                 {"find_links": ("--find-links", "{find_links}")}),
     "doctor": Row(("doctor",), {}, _valid),
+    "schema": Row(("schema", "report"), {}, _valid),
+    # the world has one published run, which a board refuses (fewer than two): a read-only
+    # ledger is no error of its own here, so that kind is not tried
+    "leaderboard": Row(("leaderboard", "{directory}", "--ledger", "{ledger_paths}"),
+                       {"ledger_paths": {k: v for k, v in LEDGER_READ.items() if v == ERROR}},
+                       _valid),
 }
 # parameters that are paths but never opened as one by this command (--hide names what the
 # solver must not see: a missing path hides nothing and is no error)
@@ -323,7 +330,7 @@ def test_bad_path_is_one_line_and_exit_2_or_3(world: World, tmp_path: Path, comm
         return
     assert done.returncode in (2, 3), (done.returncode, done.stderr)
     _assert_one_line(done)
-    if kind in (EMPTY, FOREIGN) and param == "ledger_path":
+    if kind in (EMPTY, FOREIGN) and param in ("ledger_path", "ledger_paths"):
         assert bad.read_bytes() in (b"", b"these are not the bytes you are looking for\n"), \
             "a file that is not a ledger was overwritten"
 
