@@ -15,10 +15,7 @@ standard library: the CLI reads SCHEMAS for `sealbench schema`'s choices at star
 
 from __future__ import annotations
 
-import importlib
-import json
 import sys
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +40,25 @@ def file_name(name: str) -> str:
 
 def shipped_text(name: str) -> str:
     """The schema as shipped in the package: what `sealbench schema NAME` prints."""
+    from importlib.resources import files  # here, not at import: the CLI reads SCHEMAS at
+    # start-up, and `--help` has no time for importlib.resources (bench/bench_startup.py)
+
     if name not in SCHEMAS:
         raise KeyError(f"no schema named {name!r}; known: {', '.join(sorted(SCHEMAS))}")
     return files(__name__).joinpath(file_name(name)).read_text(encoding="utf-8")
 
 
 def shipped(name: str) -> dict[str, Any]:
+    import json
+
     loaded: dict[str, Any] = json.loads(shipped_text(name))
     return loaded
 
 
 def generate(name: str) -> dict[str, Any]:
     """The schema of format `name`, generated from its models now (draft 2020-12)."""
+    import importlib
+
     module_name, _, attribute = SCHEMAS[name].partition(":")
     source = getattr(importlib.import_module(module_name), attribute)
     if hasattr(source, "model_json_schema"):
@@ -66,6 +70,8 @@ def generate(name: str) -> dict[str, Any]:
 
 def generated_text(name: str) -> str:
     """The bytes a shipped schema file must hold: sorted keys, indent 2, trailing newline."""
+    import json
+
     return json.dumps(generate(name), indent=2, sort_keys=True) + "\n"
 
 
