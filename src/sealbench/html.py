@@ -29,6 +29,7 @@ from typing import Any
 from sealbench.ledger import AttemptRow, Ledger, RunRow
 from sealbench.logs import Captured, attempt_logs, duration_text
 from sealbench.render import renderer
+from sealbench.report import pct
 from sealbench.textsafe import rate_free, terminal_safe
 
 __all__ = ["AttemptView", "attempt_views", "axis_x", "compare_page", "refused_facts",
@@ -117,10 +118,6 @@ def task_anchor(task_id: str) -> str:
     return "task-" + slug
 
 
-def pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
 def points(value: float) -> str:
     """A difference of two rates in percentage points, signed (only an exact 0 is unsigned)."""
     return "0.0" if value == 0.0 else f"{100 * value:+.1f}"
@@ -198,8 +195,9 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], *, raw: bool = Fal
     return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def page(title: str, body: Sequence[str], *, script: bool = False) -> str:
-    """A whole self-contained document."""
+def page(title: str, body: Sequence[str], *, script: bool = False, style: str = STYLE) -> str:
+    """A whole self-contained document, under the one policy every sealbench page has (the
+    leaderboard's too: sealbench.leaderboard)."""
     js = f"<script>{FILTER_SCRIPT}</script>" if script else ""
     return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width'>"
@@ -211,7 +209,7 @@ def page(title: str, body: Sequence[str], *, script: bool = False) -> str:
             "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
             f"style-src 'unsafe-inline'; script-src {SCRIPT_SOURCE}; base-uri 'none'; "
             "form-action 'none'\">"
-            f"<title>{text(title)}</title><style>{STYLE}</style></head><body>\n"
+            f"<title>{text(title)}</title><style>{style}</style></head><body>\n"
             + "\n".join(part for part in body if part) + f"\n{js}</body></html>\n")
 
 

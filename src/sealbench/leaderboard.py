@@ -34,6 +34,7 @@ from sealbench.formats import (
     LeaderboardPair,
     LeaderboardRun,
 )
+from sealbench.html import page
 from sealbench.ledger import Ledger, RunRow
 from sealbench.render import renderer
 from sealbench.stats import holm
@@ -466,8 +467,9 @@ def _figures(mean: float, ci95: tuple[float, float], n: int) -> str:
 
 @renderer("leaderboard", "html")
 def to_html(document: Document) -> str:
-    """One self-contained page: inline CSS and SVG, no script, and a Content-Security-Policy
-    that forbids every fetch, so the page cannot reach the network even if a label tried."""
+    """One self-contained page (html.page): inline CSS and SVG, no script, and the pages'
+    Content-Security-Policy, which forbids every fetch, so it cannot reach the network even
+    if a label tried."""
     board = _board(document)
     e = html.escape
     columns = _columns(board)
@@ -489,24 +491,23 @@ def to_html(document: Document) -> str:
         f'</td><td>{"yes" if p.distinguishable else "no"}</td></tr>' for p in board.pairs)
     left = "".join(f"<li><code>{e(o.run_id)}</code> ({e(o.ledger)}): {e(o.why)}</li>"
                    for o in board.left_out)
+    body = [
+        f"<h1>Leaderboard — <code>{e(board.protocol_id)}</code></h1>",
+        f"<p>Identity <code>{e(board.identity)}</code></p>",
+        '<p class="method">Tiers are a compact letter display: '
+        f'{e(method_line(board).replace("`", ""))}.</p>',
+        '<table id="runs"><thead><tr><th>tier</th><th>mean</th><th>95% CI</th><th>n</th>'
+        f'<th title="share of tasks, per cent">{_axis_svg()}</th><th>run</th><th>solver</th>'
+        f"</tr></thead>\n<tbody>{run_rows}</tbody></table>",
+        '<h2>Pairs</h2><table id="pairs"><thead><tr><th>a</th><th>b</th><th>b − a</th>'
+        "<th>95% CI</th><th>n</th><th>test</th><th>p</th><th>p (Holm)</th><th>told apart</th>"
+        f"</tr></thead>\n<tbody>{pair_rows}</tbody></table>",
+        f'<p id="tied">Not told apart: {e("; ".join(tied) or "none")}</p>',
+        f'<p id="apart">Told apart: {e("; ".join(apart) or "none")}</p>',
+        f'<h2>Left out</h2><ul id="left-out">{left}</ul>' if left else "",
+    ]
+    # the document and its policy are every page's (html.page: nothing fetched, no script);
     # control characters shown as escapes, as on every page (html.text): a page printed to a
     # terminal cannot drive it, and a bidi override cannot reorder a label
-    return terminal_safe(f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy"
- content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
-<title>sealbench leaderboard — {e(board.protocol_id)}</title><style>{_CSS}</style></head>
-<body><h1>Leaderboard — <code>{e(board.protocol_id)}</code></h1>
-<p>Identity <code>{e(board.identity)}</code></p>
-<p class="method">Tiers are a compact letter display: {e(method_line(board).replace("`", ""))}.</p>
-<table id="runs"><thead><tr><th>tier</th><th>mean</th><th>95% CI</th><th>n</th>
-<th title="share of tasks, per cent">{_axis_svg()}</th><th>run</th><th>solver</th></tr></thead>
-<tbody>{run_rows}</tbody></table>
-<h2>Pairs</h2><table id="pairs"><thead><tr><th>a</th><th>b</th><th>b − a</th><th>95% CI</th>
-<th>n</th><th>test</th><th>p</th><th>p (Holm)</th><th>told apart</th></tr></thead>
-<tbody>{pair_rows}</tbody></table>
-<p id="tied">Not told apart: {e("; ".join(tied) or "none")}</p>
-<p id="apart">Told apart: {e("; ".join(apart) or "none")}</p>
-{f'<h2>Left out</h2><ul id="left-out">{left}</ul>' if left else ""}
-</body></html>
-""")
+    return terminal_safe(page(f"sealbench leaderboard — {board.protocol_id}", body,
+                              style=_CSS))
