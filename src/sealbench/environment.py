@@ -211,6 +211,37 @@ def sandbox_view(built: BuiltEnvironment | None, env: dict[str, str],
     return view, (*runtime, *(p for p in built.mounts if p not in runtime))
 
 
+_IMPORT_NAMES = ("import json, os, re, site, sys\n"
+                 "names = set(sys.stdlib_module_names)\n"
+                 "for d in site.getsitepackages():\n"
+                 "    try: entries = os.listdir(d)\n"
+                 "    except OSError: continue\n"
+                 "    for e in entries:\n"
+                 "        m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)(\\..*)?$', e)\n"
+                 "        if m and not e.endswith(('.dist-info', '.egg-info', '.pth')):\n"
+                 "            names.add(m.group(1))\n"
+                 "print(json.dumps(sorted(names)))")
+
+
+def import_names(built: BuiltEnvironment | None) -> list[str]:
+    """The top-level names the verifier's interpreter can import without the workspace: its
+    standard library and what its site directories hold (the sealed environment's, or the
+    host's `python3` without one). Sealing records them in the lock: a diff adding one of them
+    where the tests import from is a violation (docs/protocol.md#what-the-verifier-trusts).
+    Empty when the interpreter cannot be asked (the built-in floor still applies)."""
+    python = str(built.bin / "python") if built is not None else shutil.which("python3")
+    if python is None:
+        return []
+    try:
+        done = subprocess.run([python, "-I", "-c", _IMPORT_NAMES], capture_output=True,
+                              text=True, timeout=QUERY_TIMEOUT_SEC, check=False,
+                              stdin=subprocess.DEVNULL, env=_clean_env())
+        names = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+    return sorted(n for n in names if isinstance(n, str) and n.isidentifier())
+
+
 def build(spec: EnvironmentSpec, requirements_bytes: bytes, *, cache_dir: Path,
           find_links: Path | None = None) -> BuiltEnvironment:
     """The environment for spec and these (verified) requirements bytes: the cached one when

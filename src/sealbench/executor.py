@@ -74,6 +74,7 @@ class RunSettings:
     find_links: Path | None = None
     home_seed: HomeSeed | None = None
     allow_hosts: tuple[AllowedHost, ...] = ()
+    shadow_names: tuple[str, ...] = ()  # the lock's record (verifier.shadow_names)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def open_harness(protocol: Protocol, files: Iterable[SealedFile], settings: RunS
                    hidden=hidden, exposed=settings.exposed, abort=abort,
                    attempt_id=attempt_id, environment=settings.environment,
                    find_links=settings.find_links, home_seed=settings.home_seed,
-                   allow_hosts=settings.allow_hosts)
+                   allow_hosts=settings.allow_hosts, shadow_names=settings.shadow_names)
 
 
 class Warm(TypingProtocol):

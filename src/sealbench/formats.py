@@ -64,6 +64,14 @@ class EgressConnection(Closed):
     reason: str | None
 
 
+class TripwireRecord(Closed):
+    """One planted tripwire: its test id, what it must report, the listed test it copies."""
+
+    id: str
+    kind: Literal["pass", "fail", "error"]
+    source: str
+
+
 class TestsRecord(Closed):
     """The hidden tests' run (a protocol with a verifier): outcomes inline, logs as artifacts."""
 
@@ -75,6 +83,9 @@ class TestsRecord(Closed):
     stdout: Sha256
     stderr: Sha256
     duration: float = Field(ge=0.0)
+    # the tests planted to catch a tampered runner (docs/threat-model.md#tripwires); absent
+    # when none were planted, and in records written before them
+    tripwires: list[TripwireRecord] | None = None
 
 
 class ScoredAttempt(Closed):

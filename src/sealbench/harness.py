@@ -44,6 +44,7 @@ from sealbench.solver import (
     run_attempt,
 )
 from sealbench.verifier import Verifier
+from sealbench.verifier import shadow_names as verifier_shadow_names
 from sealbench.workspace import (
     MODE_LINK,
     Entry,
@@ -208,6 +209,7 @@ class Harness:
         find_links: Path | None = None,
         home_seed: HomeSeed | None = None,
         allow_hosts: tuple[AllowedHost, ...] = (),
+        shadow_names: Iterable[str] | None = None,
     ) -> None:
         self.protocol = protocol
         self._abort = abort or threading.Event()
@@ -252,7 +254,7 @@ class Harness:
                 update={"timeout_sec": spec.verifier.timeout_sec * timeout_scale}),
             verifier_sandbox or sandbox, self.record_for, self.tests_for,
             hidden_all, self.cages, view=functools.partial(sandbox_view, self.environment),
-            abort=self._abort)
+            abort=self._abort, shadow_names=verifier_shadow_names(shadow_names or ()))
         self.context = AttemptContext(
             sandbox=sandbox,
             store=self.store,

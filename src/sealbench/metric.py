@@ -414,7 +414,7 @@ def _jsonable(raw: dict[str, Any]) -> dict[str, Any]:
 class Grade:
     """The verdict on one attempt's result: its outcome, why, and what decided it."""
 
-    outcome: Literal["pass", "fail", "error"]
+    outcome: Literal["pass", "fail", "error", "violation"]
     detail: str
     metric: MetricResult | None
     tests: VerifierRun | None
@@ -434,6 +434,8 @@ class Grader:
             tests = self.verifier.run(task, diff, attempt_dir / "verify")
             if tests.problem is not None:  # cut short, not run, or the diff did not apply
                 return Grade("fail", tests.problem, None, tests)
+            if tests.tampered is not None:  # a tripwire reported the wrong status
+                return Grade("violation", tests.tampered, None, tests)
             workspace = attempt_dir / "verify" / "workspace"
         request = self.request(task, diff, tests, workspace)
         result = self.metric.score(request, tests, task)
@@ -461,7 +463,8 @@ class Grader:
             "fail_to_pass": list(task.fail_to_pass),
             "pass_to_pass": list(task.pass_to_pass),
             "tests": None if tests is None else [
-                {"id": t.id, "outcome": t.outcome, "message": t.message} for t in tests.tests],
+                {"id": t.id, "outcome": t.outcome, "message": t.message}
+                for t in tests.graded_tests()],
             "verifier": None if tests is None else {
                 "exit_code": tests.exit_code, "report_problem": tests.report_problem,
                 "duration": round(tests.duration, 4)},

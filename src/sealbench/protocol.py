@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
@@ -107,6 +107,19 @@ class VerifierSpec(_Strict):
     # paths an attempt's diff may not touch: what would run inside the test runner's own
     # process before or instead of the tests (docs/protocol.md#what-the-verifier-trusts)
     protected: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED))
+    # workspace directories the code under test is imported from, appended to sys.path after
+    # the runner's own modules (docs/protocol.md#what-the-verifier-trusts)
+    pythonpath: list[str] = Field(default_factory=lambda: ["."], min_length=1)
+
+    @field_validator("pythonpath")
+    @classmethod
+    def _inside_the_workspace(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            parts = PurePosixPath(entry).parts
+            if not entry or entry.startswith("/") or ".." in parts or "\\" in entry:
+                raise ValueError(f"{entry!r} is not a directory inside the workspace "
+                                 "(relative, no '..')")
+        return value
 
 
 class EnvironmentSpec(_Strict):

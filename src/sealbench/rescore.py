@@ -21,14 +21,17 @@ publish.max_infrastructure_errors (not the run header's copies, which the operat
 Only outcomes decided by grading are re-scored (pass, fail, and an error of the metric); a
 recorded pass is always re-scored, whatever the record says decided it. Before grading, the
 rules a diff itself shows are applied again as the run's `judge` does: a stored diff touching a
-forbidden or verifier-protected path is a `violation`, whatever the record says.
+forbidden or verifier-protected path, or one that could shadow the test runner's own modules,
+is a `violation`, whatever the record says; so is a stored test run whose recorded tripwires
+reported the wrong status (docs/threat-model.md#tripwires).
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,18 @@ from sealbench.report import latest_rows
 from sealbench.sandbox import Sandbox, detect
 from sealbench.sealing import Sealed
 from sealbench.solver import is_forbidden
-from sealbench.verifier import VerifierRun, apply_diff, parse_junit, protected_hits, resolved
+from sealbench.tripwires import Tripwire
+from sealbench.verifier import (
+    VerifierRun,
+    apply_diff,
+    import_roots,
+    parse_junit,
+    protected_hits,
+    resolved,
+    shadow_names,
+    shadowing_detail,
+    shadowing_hits,
+)
 from sealbench.workspace import remove_tree
 
 # outcomes that grading decides; any other outcome was decided before grading (timeout,
@@ -160,17 +174,19 @@ def _regrade(ledger: Ledger, sealed: Sealed, rows: list[AttemptRow],
     if not rows:
         return []
     if sealed.protocol.spec.metric.builtin == "tests_v1":
-        return [_from_stored_tests(ledger, r, tasks[(r.phase, r.task_id)], _protected(sealed))
-                for r in rows]
+        return [_from_stored_tests(ledger, r, tasks[(r.phase, r.task_id)], _protected(sealed),
+                                   _shadowing(sealed)) for r in rows]
     # the solver never runs here; the metric (and a verifier) get this machine's sandbox
     harness = Harness(sealed.protocol, sealed.lock.sealed_files(),
                       Sandbox("none", reason="re-scoring runs no solver"),
                       timeout_scale=timeout_scale, verifier_sandbox=detect(want="auto"),
                       hidden=_kept_out(ledger),
-                      environment=sealed.lock.environment)
+                      environment=sealed.lock.environment,
+                      shadow_names=sealed.lock.shadow_names)
     with harness, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(_metric_verdict, harness, ledger, r,
-                               tasks[(r.phase, r.task_id)], _protected(sealed)) for r in rows]
+                               tasks[(r.phase, r.task_id)], _protected(sealed),
+                               _shadowing(sealed)) for r in rows]
         verdicts: list[Verdict] = []
         for row, future in zip(rows, futures, strict=True):
             try:
@@ -188,10 +204,15 @@ def _kept_out(ledger: Ledger) -> tuple[Path, ...]:
             ledger.artifacts.resolve())
 
 
-def broken_rule(diff: bytes, task: Task, protected: tuple[str, ...]) -> str | None:
+Shadowing = Callable[[Task, Sequence[str]], tuple[str, ...]]
+
+
+def broken_rule(diff: bytes, task: Task, protected: tuple[str, ...],
+                shadowing: Shadowing | None = None) -> str | None:
     """Why a run would have judged this diff a `violation` before grading, as far as the diff
-    itself shows it: a forbidden path, or one the verifier protects. (Files written but left
-    unchanged, sizes and symlinks are not in a diff: those are taken as recorded.)"""
+    itself shows it: a forbidden path, one the verifier protects, or one that could shadow the
+    runner's own modules. (Files written but left unchanged, sizes and symlinks are not in a
+    diff: those are taken as recorded.)"""
     paths = diff_paths(diff)
     forbidden = sorted({p for p in paths if is_forbidden(p, task.forbidden)})
     if forbidden:
@@ -199,12 +220,35 @@ def broken_rule(diff: bytes, task: Task, protected: tuple[str, ...]) -> str | No
     guarded = protected_hits(paths, protected)
     if guarded:
         return f"changed path(s) the verifier protects (verifier.protected): {', '.join(guarded)}"
+    shadowed = shadowing(task, paths) if shadowing is not None else ()
+    if shadowed:
+        return shadowing_detail(shadowed)
     return None
 
 
 def _protected(sealed: Sealed) -> tuple[str, ...]:
     verifier = sealed.protocol.spec.verifier
     return () if verifier is None else tuple(verifier.protected)
+
+
+def _shadowing(sealed: Sealed) -> Shadowing | None:
+    """The run's shadowing rule (`Verifier.shadowing`) from the sealed protocol and lock: the
+    hidden test paths come from the lock's manifest, the names from its record."""
+    verifier = sealed.protocol.spec.verifier
+    if verifier is None:
+        return None
+    names = shadow_names(sealed.lock.shadow_names or ())
+    root = sealed.protocol.root
+
+    def rule(task: Task, paths: Sequence[str]) -> tuple[str, ...]:
+        hidden: list[str] = []
+        if task.tests is not None:
+            prefix = task.tests.relative_to(root).as_posix() + "/"
+            hidden = [f.path[len(prefix):] for f in sealed.lock.files
+                      if f.path.startswith(prefix)]
+        return shadowing_hits(paths, import_roots(verifier.pythonpath, hidden), names)
+
+    return rule
 
 
 def _diff_of(ledger: Ledger, row: AttemptRow) -> bytes | str:
@@ -219,23 +263,24 @@ def _diff_of(ledger: Ledger, row: AttemptRow) -> bytes | str:
 
 
 def _gradable_diff(ledger: Ledger, row: AttemptRow, task: Task,
-                   protected: tuple[str, ...]) -> bytes | Verdict:
+                   protected: tuple[str, ...], shadowing: Shadowing | None = None
+                   ) -> bytes | Verdict:
     """The stored diff, or the verdict that comes before grading: not re-scored when the diff
     cannot be read, a violation when it breaks a rule the run judges before the metric."""
     diff = _diff_of(ledger, row)
     if isinstance(diff, str):
         return Verdict(row, None, problem=diff)
-    broken = broken_rule(diff, task, protected)
+    broken = broken_rule(diff, task, protected, shadowing)
     if broken is not None:
         return Verdict(row, "violation", broken)
     return diff
 
 
 def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Task,
-                    protected: tuple[str, ...]) -> Verdict:
+                    protected: tuple[str, ...], shadowing: Shadowing | None) -> Verdict:
     """Grade the stored diff as the run did: a fresh fixture with the diff applied is the
     workspace (interface 2 reads it); with a verifier the Grader runs the hidden tests again."""
-    diff = _gradable_diff(ledger, row, task, protected)
+    diff = _gradable_diff(ledger, row, task, protected, shadowing)
     if isinstance(diff, Verdict):
         return diff
     attempt_dir = Path(tempfile.mkdtemp(prefix="rescore-", dir=harness.scratch))
@@ -254,10 +299,10 @@ def _metric_verdict(harness: Harness, ledger: Ledger, row: AttemptRow, task: Tas
 
 
 def _from_stored_tests(ledger: Ledger, row: AttemptRow, task: Task,
-                       protected: tuple[str, ...]) -> Verdict:
+                       protected: tuple[str, ...], shadowing: Shadowing | None) -> Verdict:
     """tests_v1 again, from the stored results once they agree with the stored JUnit report
     (held to its digest); the report problem is derived again, never taken from the record."""
-    diff = _gradable_diff(ledger, row, task, protected)
+    diff = _gradable_diff(ledger, row, task, protected, shadowing)
     if isinstance(diff, Verdict):
         return diff
     tests = row.record.get("tests")
@@ -269,11 +314,15 @@ def _from_stored_tests(ledger: Ledger, row: AttemptRow, task: Task,
     except (OSError, SealbenchError):
         return Verdict(row, None, problem=f"not re-scored: its JUnit artifact "
                        f"{str(digest)[:12]} is missing or altered")
-    run = _stored_run(tests, junit)
+    run = replace(_stored_run(tests, junit), tripwires=tuple(
+        Tripwire(str(t["id"]), t["kind"], str(t["source"]))
+        for t in tests.get("tripwires") or ()))
     stored = tests.get("results") or {}
     if run.report_problem is None and stored != run.by_id():
         return Verdict(row, None, problem="its recorded test results differ from its stored "
                        "JUnit report")
+    if run.problem is None and run.report_problem is None and run.tampered is not None:
+        return Verdict(row, "violation", run.tampered)
     passed, why = resolved(run, task.fail_to_pass, task.pass_to_pass)
     return Verdict(row, "pass" if passed else "fail", f"tests_v1: {why}")
 

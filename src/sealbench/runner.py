@@ -436,6 +436,7 @@ def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | 
         "stdout": ledger.put_artifact(tests.stdout),
         "stderr": ledger.put_artifact(tests.stderr),
         "duration": round(tests.duration, 4),
+        **({"tripwires": [t.as_record() for t in tests.tripwires]} if tests.tripwires else {}),
     }
 
 
@@ -727,7 +728,8 @@ class Run:
                            exposed=tuple(p.resolve() for p in self.options.expose),
                            environment=self.sealed.lock.environment,
                            find_links=self.options.find_links, home_seed=self.home_seed,
-                           allow_hosts=self.allow_hosts)
+                           allow_hosts=self.allow_hosts,
+                           shadow_names=tuple(self.sealed.lock.shadow_names or ()))
 
     def _inputs(self, harness: Harness) -> RunInputs:
         """What an executor that runs attempts elsewhere ships, once per run."""

@@ -30,6 +30,7 @@ from sealbench.environment import (
     EnvironmentRecord,
     build,
     cache_root,
+    import_names,
     requirements_digest,
 )
 from sealbench.errors import BadInput, Problem, Refused
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from sealbench.solver import Solver
 
 IDENTITY_FORMAT = "sealbench-identity/v3"
-LOCK_FORMAT: Final = "sealbench-lock/v3"
+LOCK_FORMAT: Final = "sealbench-lock/v4"
 # v1 locks were written by sealbench 0.1, whose defaults (interval method, no `publish.strata`,
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
 OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
@@ -88,13 +89,17 @@ class Lock(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["sealbench-lock/v3"]
+    # v4 adds `shadow_names`; a v3 lock reads as one without them (the floor applies)
+    format: Literal["sealbench-lock/v3", "sealbench-lock/v4"]
     protocol_id: str
     identity: str
     sealed_yaml_sha256: str
     files: list[LockedFile]
     # the environment built at seal time (docs/protocol.md#the-environment); absent without one
     environment: EnvironmentRecord | None = None
+    # with a verifier: the top-level names the verifier's interpreter imports without the
+    # workspace, which no diff may add at an import root (docs/protocol.md#what-the-verifier-trusts)
+    shadow_names: list[str] | None = None
 
     def sealed_files(self) -> list[SealedFile]:
         from sealbench.harness import SealedFile
@@ -171,11 +176,14 @@ def manifest(protocol: Protocol) -> list[LockedFile]:
 
 
 def sealed_spec_dict(spec: ProtocolSpec) -> dict[str, Any]:
-    """The spec as sealed, defaults included — except `solver.env` when empty: a field added
-    later must not change the identity of every protocol sealed before it."""
+    """The spec as sealed, defaults included — except `solver.env` when empty and
+    `verifier.pythonpath` when `["."]`: a field added later must not change the identity of
+    every protocol sealed before it."""
     data: dict[str, Any] = spec.model_dump(mode="json", by_alias=True)
     if not data["solver"]["env"]:
         del data["solver"]["env"]
+    if data.get("verifier") and data["verifier"]["pythonpath"] == ["."]:
+        del data["verifier"]["pythonpath"]
     return data
 
 
@@ -357,7 +365,8 @@ def lock_text(lock: Lock) -> str:
 def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int = 2,
                         sandbox: SandboxChoice = "auto", *,
                         environment: EnvironmentRecord | None = None,
-                        find_links: Path | None = None) -> list[str]:
+                        find_links: Path | None = None,
+                        shadow_names: list[str] | None = None) -> list[str]:
     """Run the oracle and do-nothing solvers through the same path as any agent — the
     verifier included, in this machine's sandbox and the protocol's environment.
 
@@ -382,7 +391,7 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
         raise Refused(f"--sandbox bwrap: no sandbox is available: {confined.reason}")
     with Harness(protocol, sealed, Sandbox("none", reason="built-in solvers"),
                  verifier_sandbox=confined, environment=environment,
-                 find_links=find_links) as harness:
+                 find_links=find_links, shadow_names=shadow_names) as harness:
         try:
             oracle = _outcomes(harness, checked, OracleSolver(), jobs, repeats)
             nothing = _outcomes(harness, checked, DoNothingSolver(), jobs, 1)
@@ -424,7 +433,9 @@ def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
     task whose results change between identical runs is flaky whatever the verdicts were."""
     from sealbench.solver import AttemptResult
 
-    results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
+    # tripwires carry fresh names each run (sealbench.tripwires): only the task's own tests
+    results = [{t.id: t.outcome for t in r.tests.graded_tests()}
+               for r in runs if isinstance(r, AttemptResult) and r.tests]
     differing = sorted({test_id for test_id in set().union(*results)
                         if len({r.get(test_id, "missing") for r in results}) > 1}
                        ) if len(results) > 1 else []
@@ -565,9 +576,10 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
         raise BadInput(f"{PROTOCOL_FILE}: declared digests are wrong", problems)
     built = build_environment(protocol, files, find_links)
     environment = built.record if built is not None else None
+    names = import_names(built) if protocol.spec.verifier is not None else None
     if check_instrument:
         broken = instrument_problems(protocol, files, jobs, sandbox, environment=environment,
-                                     find_links=find_links)
+                                     find_links=find_links, shadow_names=names)
         if broken:
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
@@ -577,7 +589,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
     lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
                 sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files,
-                environment=environment)
+                environment=environment, shadow_names=names)
     sealed_path = protocol.root / SEALED_FILE
     lock_path = protocol.root / LOCK_FILE
     write_atomic(sealed_path, text)

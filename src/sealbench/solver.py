@@ -44,7 +44,7 @@ from sealbench.process import (
 )
 from sealbench.protocol import NetworkPolicy, Task
 from sealbench.sandbox import CagePool, Mounts, Sandbox
-from sealbench.verifier import VerifierRun, protected_hits
+from sealbench.verifier import VerifierRun, protected_hits, shadowing_detail
 from sealbench.workspace import (
     MAX_ENTRIES,
     Change,
@@ -627,6 +627,9 @@ def judge(
     if guarded:
         return result("violation", f"changed path(s) the verifier protects "
                       f"(verifier.protected): {', '.join(guarded)}")
+    shadowing = verifier.shadowing(task, change.touched) if verifier is not None else ()
+    if shadowing:
+        return result("violation", shadowing_detail(shadowing))
     if change.escaping_links:
         return result("violation",
                       "symlink(s) leading out of the workspace: "

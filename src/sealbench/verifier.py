@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import random
+import re
+import secrets
 import shlex
 import shutil
 import stat
@@ -27,8 +30,10 @@ from sealbench.errors import InfrastructureError
 from sealbench.process import AttemptInterrupted, Execution, Limits, run_confined
 from sealbench.protocol import Task, VerifierSpec
 from sealbench.sandbox import CagePool, Mounts, Sandbox, command_files
+from sealbench.tripwires import Tripwire, plant, runs_pytest, tampering
 from sealbench.workspace import (
     MODE_LINK,
+    Entry,
     FixtureRecord,
     Tree,
     git_env,
@@ -41,6 +46,32 @@ TestOutcome = Literal["passed", "failed", "error", "skipped"]
 SEVERITY: dict[TestOutcome, int] = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}
 MAX_REPORT_BYTES = 32 * 1024 * 1024
 VERIFIER_HOME = "/tmp"
+# What the test runner imports before any test: never from the workspace
+# (docs/threat-model.md#the-verifier). The interpreter does not put the working directory or
+# the script's directory first on sys.path, plugins are not loaded from entry points, byte
+# code is read only from an empty private cache (never a `__pycache__` the diff brought), and
+# the code under test is appended to sys.path, after the standard library and the sealed
+# environment, by the bootstrap below.
+CODE_PATH_VARIABLE = "SEALBENCH_CODE_PATH"
+BOOTSTRAP = f'''"""sealbench's verifier bootstrap (docs/threat-model.md#the-verifier): the code
+under test goes on sys.path after the test runner's own modules, so it cannot shadow them."""
+import os as _os
+import sys as _sys
+
+for _entry in _os.environ.get("{CODE_PATH_VARIABLE}", "").split(_os.pathsep):
+    if _entry and _entry not in _sys.path:
+        _sys.path.append(_entry)
+'''
+HARDENED_ENV = {"PYTHONSAFEPATH": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "PYTHONPYCACHEPREFIX": f"{VERIFIER_HOME}/.sealbench-pycache"}
+_PYTHON = re.compile(r"^python[0-9.]*$")
+# names the runner itself imports, whatever the environment holds: a diff adding one of them
+# at an import root is a violation even under a lock that records none (docs/protocol.md)
+RUNNER_NAMES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging",
+                          "pygments", "exceptiongroup", "tomli", "colorama", "conftest",
+                          "sitecustomize", "usercustomize"})
+PACKAGING_METADATA = ("*.dist-info", "*.egg-info", "*.egg-link", "*.pth")
+_IMPORTABLE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.[^/]*)?\.(?:py|pyc|pyw|so|pyd)$")
 
 
 @dataclass(frozen=True)
@@ -69,6 +100,19 @@ class VerifierRun:
     # why there are no per-test results: the JUnit report is missing or malformed (only
     # matters when tests are listed; without lists the exit status decides)
     report_problem: str | None = None
+    # the tests planted to catch a tampered runner (sealbench.tripwires); absent when the
+    # command is not pytest or the task lists no test a tripwire can copy
+    tripwires: tuple[Tripwire, ...] = ()
+
+    @property
+    def tampered(self) -> str | None:
+        """Why the report cannot be trusted because a tripwire reported the wrong status."""
+        return tampering(self.by_id(), self.tripwires) if self.tripwires else None
+
+    def graded_tests(self) -> tuple[TestResult, ...]:
+        """The task's own tests: what a metric and a reader see (tripwires left out)."""
+        planted = {t.id for t in self.tripwires}
+        return tuple(t for t in self.tests if t.id not in planted)
 
     def outcome_of(self, test_id: str) -> TestOutcome | None:
         return self.by_id().get(normalize_test_id(test_id))
@@ -179,6 +223,62 @@ def protected_hits(paths: Iterable[str], patterns: Iterable[str]) -> tuple[str, 
                 hits.append(path)
                 break
     return tuple(sorted(set(hits)))
+
+
+def import_roots(pythonpath: Iterable[str], hidden_tests: Iterable[str]) -> frozenset[str]:
+    """The workspace directories a top-level module can be imported from while the hidden
+    tests run: the code paths the protocol appends (`verifier.pythonpath`) and every directory
+    pytest may put first on sys.path for a hidden test file (its own and each one above it).
+    `""` is the workspace root."""
+    roots = {PurePosixPath(p).as_posix().strip("/") for p in pythonpath}
+    for rel in hidden_tests:
+        roots.update(p.as_posix() for p in PurePosixPath(rel).parents)
+    return frozenset("" if r == "." else r for r in roots)
+
+
+def shadowing_hits(paths: Iterable[str], roots: Iterable[str], names: Iterable[str]
+                   ) -> tuple[str, ...]:
+    """The paths of a diff that could be imported in place of the test runner's own modules:
+    a top-level module, package or extension at an import root named like a standard-library
+    module or a top-level name of the sealed environment, and any packaging metadata
+    (`*.dist-info`, `*.egg-info`, `*.pth`: entry points and start-up code) anywhere."""
+    shadowed = frozenset(names)
+    root_list = sorted(set(roots))
+    hits = set(protected_hits(paths, PACKAGING_METADATA))
+    for path in paths:
+        for root in root_list:
+            if root and not path.startswith(root + "/"):
+                continue
+            rel = path[len(root) + 1:] if root else path
+            first, _, rest = rel.partition("/")
+            match = _IMPORTABLE.match(first)
+            name = first if rest else (match.group("name") if match else None)
+            if name in shadowed:
+                hits.add(path)
+                break
+    return tuple(sorted(hits))
+
+
+def shadowing_detail(paths: Iterable[str]) -> str:
+    """The violation's detail, one wording for a run and a re-score."""
+    return ("added path(s) the test runner could import in place of its own modules "
+            f"(docs/protocol.md#what-the-verifier-trusts): {', '.join(paths)}")
+
+
+def shadow_names(recorded: Iterable[str] = ()) -> frozenset[str]:
+    """What a diff may not add at an import root: the names sealing recorded in the lock (the
+    environment interpreter's standard library and top-level names), never fewer than this
+    interpreter's standard library and the runner's own names."""
+    import sys
+
+    return frozenset(recorded) | frozenset(sys.stdlib_module_names) | RUNNER_NAMES
+
+
+def harden_argv(argv: list[str]) -> list[str]:
+    """`python …` gets `-P` too (PYTHONSAFEPATH is ignored under `-E` or `-I`)."""
+    if argv and _PYTHON.match(os.path.basename(argv[0])) and "-P" not in argv[1:2]:
+        return [argv[0], "-P", *argv[1:]]
+    return argv
 
 
 # --------------------------------------------------------------------------- the command
@@ -298,6 +398,8 @@ class Verifier:
                    tuple[dict[str, str], tuple[Path, ...]]] = field(
         default=lambda env, runtime: (env, runtime))
     abort: threading.Event | None = None  # the user's second Ctrl-C
+    # what a diff may not add at an import root (`shadow_names`; the lock's record)
+    shadow_names: frozenset[str] = field(default_factory=shadow_names)
 
     def run(self, task: Task, diff: bytes, directory: Path) -> VerifierRun:
         """Grade one attempt's diff in `directory` (created here, left for the caller to
@@ -313,28 +415,58 @@ class Verifier:
         not_applied = apply_diff(workspace, diff)
         if not_applied is not None:
             return VerifierRun(None, (), 0.0, problem=not_applied)
-        hidden_tests = self.tests_for(task)
-        try:
-            overlay(workspace, hidden_tests)
-            restore_package_inits(workspace, hidden_tests, self.record_for(task).files)
-        except OSError as exc:
-            raise InfrastructureError(f"verifier on {task.id}: the hidden tests could not be "
-                                      f"laid out: {exc}") from exc
         junit = out / "junit.xml"
+        hidden_tests = self.tests_for(task)
         test_files = sorted(rel for rel, entry in hidden_tests.items()
                             if entry.mode != MODE_LINK)
         argv = expand_command(self.spec.command, tests=test_files, junit=str(junit),
                               workspace=str(workspace))
-        execution = self._execute(argv, workspace, out)
+        hidden_tests, tripwires = self._with_tripwires(task, hidden_tests, argv)
+        try:
+            overlay(workspace, hidden_tests)
+            restore_package_inits(workspace, hidden_tests, self.record_for(task).files)
+            boot = directory / "boot"
+            boot.mkdir()
+            (boot / "sitecustomize.py").write_text(BOOTSTRAP, encoding="utf-8")
+        except OSError as exc:
+            raise InfrastructureError(f"verifier on {task.id}: the hidden tests could not be "
+                                      f"laid out: {exc}") from exc
+        execution = self._execute(harden_argv(argv), workspace, out, boot)
         if execution.interrupted:
             raise AttemptInterrupted(task.id)
-        return _finish(execution, junit, self.spec)
+        return replace(_finish(execution, junit, self.spec), tripwires=tripwires)
 
-    def _execute(self, argv: list[str], workspace: Path, out: Path) -> Execution:
+    def _with_tripwires(self, task: Task, hidden_tests: Tree, argv: list[str]
+                        ) -> tuple[Tree, tuple[Tripwire, ...]]:
+        """The hidden tests with this attempt's tripwires planted (sealbench.tripwires), fresh
+        names each time; unchanged when the command is not pytest or nothing is listed."""
+        listed = [normalize_test_id(t) for t in (*task.fail_to_pass, *task.pass_to_pass)]
+        if not listed or not runs_pytest(argv):
+            return hidden_tests, ()
+        sources = {rel: entry.data for rel, entry in hidden_tests.items()
+                   if entry.mode != MODE_LINK}
+        changed, tripwires = plant(sources, listed, random.Random(secrets.randbits(64)))
+        planted = dict(hidden_tests)
+        for rel, data in changed.items():
+            planted[rel] = Entry.of(hidden_tests[rel].mode, data)
+        return planted, tripwires
+
+    def shadowing(self, task: Task, paths: Iterable[str]) -> tuple[str, ...]:
+        """The paths of an attempt's diff the verifier refuses to run with (see
+        `shadowing_hits`): a `violation`, judged before any hidden test runs."""
+        roots = import_roots(self.spec.pythonpath, self.tests_for(task))
+        return shadowing_hits(paths, roots, self.shadow_names)
+
+    def _execute(self, argv: list[str], workspace: Path, out: Path, boot: Path) -> Execution:
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": VERIFIER_HOME,
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONHASHSEED": "0"}
         env, runtime = self.view(env, ())
+        env.update(HARDENED_ENV)
+        env["PYTHONPATH"] = str(boot)
+        env[CODE_PATH_VARIABLE] = os.pathsep.join(
+            os.path.normpath(os.path.join(workspace, p)) for p in self.spec.pythonpath)
+        runtime = (*runtime, boot)
         program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
         if program is None:
             return Execution(None, b"", f"'{argv[0]}' was not found on the verifier's PATH "
