@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 IDENTITY_FORMAT = "sealbench-identity/v3"
 LOCK_FORMAT: Final = "sealbench-lock/v4"
+LOCK_FORMAT_V3: Final = "sealbench-lock/v3"
 # v1 locks were written by sealbench 0.1, whose defaults (interval method, no `publish.strata`,
 # budget fields) entered the identity differently: such a seal cannot be verified, only redone.
 OLD_LOCK_FORMATS = ("sealbench-lock/v1", "sealbench-lock/v2")
@@ -587,7 +588,8 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
     identity = derive_identity(sealed_spec, files, environment)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
-    lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
+    # v4 only adds shadow_names: a protocol without a verifier keeps its v3 lock, byte for byte
+    lock = Lock(format=LOCK_FORMAT if names is not None else LOCK_FORMAT_V3, protocol_id=sealed_spec.protocol_id, identity=identity,
                 sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files,
                 environment=environment, shadow_names=names)
     sealed_path = protocol.root / SEALED_FILE
