@@ -177,7 +177,8 @@ def rules_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-@pytest.mark.parametrize("name", ["declares a pytest11 entry point", "shadows a standard-library module",
+@pytest.mark.parametrize("name", ["declares a pytest11 entry point",
+                                  "shadows a standard-library module",
                                   "neuters the runner when imported"])
 def test_with_the_shadowing_rules_off_the_tripwires_alone_catch_a_neutered_runner(
         example: tuple[Path, dict[str, Any]], tmp_path: Path, name: str,

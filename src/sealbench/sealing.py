@@ -589,7 +589,8 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
     identity = derive_identity(sealed_spec, files, environment)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
     # v4 only adds shadow_names: a protocol without a verifier keeps its v3 lock, byte for byte
-    lock = Lock(format=LOCK_FORMAT if names is not None else LOCK_FORMAT_V3, protocol_id=sealed_spec.protocol_id, identity=identity,
+    lock = Lock(format=LOCK_FORMAT if names is not None else LOCK_FORMAT_V3,
+                protocol_id=sealed_spec.protocol_id, identity=identity,
                 sealed_yaml_sha256=hashlib.sha256(text.encode()).hexdigest(), files=files,
                 environment=environment, shadow_names=names)
     sealed_path = protocol.root / SEALED_FILE
