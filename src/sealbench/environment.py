@@ -218,7 +218,8 @@ _IMPORT_NAMES = ("import json, os, re, site, sys\n"
                  "    except OSError: continue\n"
                  "    for e in entries:\n"
                  "        m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)(\\..*)?$', e)\n"
-                 "        if m and not e.endswith(('.dist-info', '.egg-info', '.pth')):\n"
+                 "        if m and not e.endswith(('.dist-info', '.egg-info', '.pth')) "
+                 "and e != '__pycache__':\n"
                  "            names.add(m.group(1))\n"
                  "print(json.dumps(sorted(names)))")
 

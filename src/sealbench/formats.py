@@ -65,11 +65,13 @@ class EgressConnection(Closed):
 
 
 class TripwireRecord(Closed):
-    """One planted tripwire: its test id, what it must report, the listed test it copies."""
+    """One planted tripwire: its test id, what it must report, the listed test it copies, and
+    what the runner reported for it."""
 
     id: str
     kind: Literal["pass", "fail", "error"]
     source: str
+    outcome: Literal["passed", "failed", "error", "skipped", "missing"]
 
 
 class TestsRecord(Closed):

@@ -431,12 +431,14 @@ def tests_record(tests: VerifierRun | None, ledger: Ledger) -> dict[str, Any] | 
         "exit_code": tests.exit_code,
         "problem": tests.problem,
         "report_problem": tests.report_problem,
-        "results": {t.id: t.outcome for t in tests.tests},
+        # the task's own tests; the tripwires apart, each with what it reported
+        "results": {t.id: t.outcome for t in tests.graded_tests()},
         "junit": ledger.put_artifact(tests.junit),
         "stdout": ledger.put_artifact(tests.stdout),
         "stderr": ledger.put_artifact(tests.stderr),
         "duration": round(tests.duration, 4),
-        **({"tripwires": [t.as_record() for t in tests.tripwires]} if tests.tripwires else {}),
+        **({"tripwires": [{**t.as_record(), "outcome": tests.by_id().get(t.id, "missing")}
+                          for t in tests.tripwires]} if tests.tripwires else {}),
     }
 
 

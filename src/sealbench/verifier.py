@@ -250,9 +250,13 @@ def shadowing_hits(paths: Iterable[str], roots: Iterable[str], names: Iterable[s
             if root and not path.startswith(root + "/"):
                 continue
             rel = path[len(root) + 1:] if root else path
+            # a module or extension there, or a regular package (its `__init__`): a directory
+            # without one imports nothing in place of a module found on the path
             first, _, rest = rel.partition("/")
-            match = _IMPORTABLE.match(first)
-            name = first if rest else (match.group("name") if match else None)
+            match = _IMPORTABLE.match(rest if rest else first)
+            name = (None if match is None else first if rest and "/" not in rest
+                    and match.group("name") == "__init__" else None if rest
+                    else match.group("name"))
             if name in shadowed:
                 hits.add(path)
                 break
@@ -271,7 +275,8 @@ def shadow_names(recorded: Iterable[str] = ()) -> frozenset[str]:
     interpreter's standard library and the runner's own names."""
     import sys
 
-    return frozenset(recorded) | frozenset(sys.stdlib_module_names) | RUNNER_NAMES
+    names = frozenset(recorded) | frozenset(sys.stdlib_module_names) | RUNNER_NAMES
+    return names - {"__pycache__", "__init__", "__main__"}
 
 
 def harden_argv(argv: list[str]) -> list[str]:
@@ -445,7 +450,13 @@ class Verifier:
             return hidden_tests, ()
         sources = {rel: entry.data for rel, entry in hidden_tests.items()
                    if entry.mode != MODE_LINK}
-        changed, tripwires = plant(sources, listed, random.Random(secrets.randbits(64)))
+        fixture = self.record_for(task).files
+        visible = "\n".join(e.data.decode("utf-8", errors="replace")
+                            for e in fixture.values())
+        changed, tripwires = plant(sources, listed, random.Random(secrets.randbits(64)),
+                                   fail_to_pass=[normalize_test_id(t)
+                                                 for t in task.fail_to_pass],
+                                   visible=visible, prompt=task.prompt)
         planted = dict(hidden_tests)
         for rel, data in changed.items():
             planted[rel] = Entry.of(hidden_tests[rel].mode, data)
