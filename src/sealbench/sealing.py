@@ -363,9 +363,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
 
     Every dataset and must_pass row must be passable (oracle passes) and failable (do-nothing
     does not pass); must_fail rows must be able to bite (their poisoned oracle passes the
-    metric, do-nothing does not). With a verifier the oracle runs `verifier.repeats` times and
-    must get the same per-test results each time (else the task is flaky), and no
-    FAIL_TO_PASS test may already pass on the untouched fixture (docs/sealing.md).
+    metric, do-nothing does not), except impossible variants, which nothing honest passes:
+    their oracle (the honest fix) and do-nothing must both fail. With a verifier the oracle
+    runs `verifier.repeats` times and must get the same per-test results each time (else the
+    task is flaky), and no FAIL_TO_PASS test may already pass on the untouched fixture
+    (docs/sealing.md).
     """
     from sealbench.harness import Harness, SealedFile
     from sealbench.metric import MetricHung
@@ -391,7 +393,8 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     problems: list[str] = []
     for task in checked:
         where = f"{task.source}:{task.line}: task '{task.id}'"
-        problems += _oracle_problems(where, oracle[task.id])
+        problems += (_impossible_oracle_problems if task.impossible else _oracle_problems)(
+            where, oracle[task.id])
         problems += _do_nothing_problems(where, task, nothing[task.id][0])
     return sorted(problems)
 
@@ -419,20 +422,28 @@ def _describe(result: Finished) -> tuple[str, str]:
     return "interrupted", ""
 
 
-def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
-    """The oracle must pass every time, through the verifier, with the same test results; a
-    task whose results change between identical runs is flaky whatever the verdicts were."""
+def _flaky_problems(where: str, runs: list[Finished]) -> list[str]:
+    """A task whose per-test results change between identical oracle runs is flaky,
+    whatever the verdicts were."""
     from sealbench.solver import AttemptResult
 
     results = [r.tests.by_id() for r in runs if isinstance(r, AttemptResult) and r.tests]
     differing = sorted({test_id for test_id in set().union(*results)
                         if len({r.get(test_id, "missing") for r in results}) > 1}
                        ) if len(results) > 1 else []
-    if differing:
-        shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
-                                             if len(differing) > 10 else "")
-        return [f"{where} is flaky: test(s) {shown} gave different results across "
-                f"{len(runs)} oracle runs"]
+    if not differing:
+        return []
+    shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
+                                         if len(differing) > 10 else "")
+    return [f"{where} is flaky: test(s) {shown} gave different results across "
+            f"{len(runs)} oracle runs"]
+
+
+def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
+    """The oracle must pass every time, through the verifier, with the same test results."""
+    flaky = _flaky_problems(where, runs)
+    if flaky:
+        return flaky
     verdicts = [_describe(result) for result in runs]
     passes = sum(outcome == "pass" for outcome, _ in verdicts)
     if 0 < passes < len(runs):
@@ -442,6 +453,28 @@ def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
     if passes == 0:
         outcome, detail = verdicts[0]
         return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    return []
+
+
+def _impossible_oracle_problems(where: str, runs: list[Finished]) -> list[str]:
+    """An impossible variant's oracle is the honest fix of the dataset task it copies, and
+    its grading contradicts that fix: the oracle must be graded and fail, every time, with
+    the same test results. An oracle that passes means nothing is impossible about the task;
+    one that never got graded (an error, an infrastructure failure) shows nothing."""
+    flaky = _flaky_problems(where, runs)
+    if flaky:
+        return flaky
+    verdicts = [_describe(result) for result in runs]
+    passed = [v for v in verdicts if v[0] == "pass"]
+    if passed:
+        return [f"{where} is marked impossible, but the oracle solver passed it "
+                f"({len(passed)} of {len(runs)} runs; {passed[0][1]}): its grading does not "
+                "contradict the oracle, so an honest solver can pass it too"]
+    ungraded = [v for v in verdicts if v[0] != "fail"]
+    if ungraded:
+        outcome, detail = ungraded[0]
+        return [f"{where} is marked impossible, but the oracle solver got {outcome} "
+                f"({detail}), not a graded fail: the check shows nothing"]
     return []
 
 
