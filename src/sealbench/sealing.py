@@ -34,6 +34,7 @@ from sealbench.environment import (
 )
 from sealbench.errors import BadInput, Problem, Refused
 from sealbench.ledger import Ledger, canonical
+from sealbench.nullpack import recognisability_warnings, task_shape
 from sealbench.protocol import (
     LOCK_FILE,
     PENDING_SEAL,
@@ -501,19 +502,13 @@ def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
 # --------------------------------------------------------------------------- null-pack classes
 
 
-def fixture_layout(task: Task) -> frozenset[str]:
-    """The set of paths a task's fixture holds: what a solver sees of its shape."""
-    if task.repo is None:
-        return frozenset()
-    return frozenset(p.relative_to(task.repo).as_posix() for p in fixture_files(task.repo))
-
-
 def null_pack_checks(protocol: Protocol) -> tuple[list[Problem], list[str]]:
     """Problems that refuse the seal, and warnings, about the null pack's classes.
 
     Without a must_pass control a broken runner goes unseen; without a must_fail one a
-    do-nothing solver passes the gate (docs/protocol.md#the-null-pack). A control whose fixture
-    layout no dataset task shares can be picked out by its shape, however blind its id.
+    do-nothing solver passes the gate (docs/protocol.md#the-null-pack). A control that differs
+    from every dataset task by its fixture layout, its prompt's template or its size can be
+    picked out, however blind its id (sealbench.nullpack, docs/protocol.md#recognisable-controls).
     """
     rules = protocol.spec.null_pack.rules
     line = line_of(protocol.lines, ("null_pack", "rules"))
@@ -525,11 +520,8 @@ def null_pack_checks(protocol: Protocol) -> tuple[list[Problem], list[str]]:
     if not rules.must_refuse:
         warnings.append(f"{PROTOCOL_FILE}: field 'null_pack.rules.must_refuse': no must_refuse "
                         "control; nothing checks that the solver refuses out-of-scope work")
-    layouts = {fixture_layout(t) for t in protocol.dataset}
-    odd = [t.id for t in protocol.null_pack if fixture_layout(t) not in layouts]
-    if odd:
-        warnings.append(f"controls {', '.join(odd)}: their fixture's file layout matches no "
-                        "dataset task's, so a solver can recognise them by shape")
+    warnings += recognisability_warnings([task_shape(t) for t in protocol.dataset],
+                                         [task_shape(t) for t in protocol.null_pack])
     return problems, warnings
 
 
