@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 from junitparser import JUnitXml
 
+import sealbench
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "src" / "sealbench" / "example" / "coding-repair"  # graded by hidden tests
 EXACT_EXAMPLE = ROOT / "src" / "sealbench" / "example" / "coding-repair-exact"
@@ -133,6 +135,9 @@ def run_solver(solver: str, task: Task, scratch: Path) -> Attempt:
     refuse_file = scratch / "refuse.txt"
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
+        # the sealbench these tests import, not whichever one the interpreter's site finds
+        # (an editable install of another checkout, say)
+        "PYTHONPATH": str(Path(sealbench.__file__).resolve().parents[1]),
         "HOME": str(scratch),
         "SEALBENCH_TASK_ID": task["id"],
         "SEALBENCH_PROMPT_FILE": str(prompt_file),

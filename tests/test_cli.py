@@ -161,7 +161,7 @@ def test_compare_across_identities_is_refused(demo: Demo, example: tuple[Path, P
     other = init(tmp_path / "other", "coding-repair-exact")
     text = (other / "protocol.yaml").read_text()
     (other / "protocol.yaml").write_text(
-        text.replace("coding-repair.example.2026-11-30", "coding-repair.other"))
+        text.replace("coding-repair.example.2026-12-04", "coding-repair.other"))
     runner = CliRunner()
     assert runner.invoke(main, ["seal", str(other), "--ledger", str(ledger)]).exit_code == 0
     second = runner.invoke(main, ["run", str(other), "--solver", "rulebook", "--ledger",
@@ -177,8 +177,8 @@ def test_compare_across_identities_is_refused(demo: Demo, example: tuple[Path, P
 
 # rulebook on each bundled example (docs/example.md): tasks passed of 54 and the 95% interval
 DEMO_FIGURES = {
-    "coding-repair": ("coding-repair.tests.2026-11-30", 46, (0.7035, 0.9330)),
-    "coding-repair-exact": ("coding-repair.example.2026-11-30", 36, (0.5043, 0.7973)),
+    "coding-repair": ("coding-repair.tests.2026-12-04", 46, (0.7035, 0.9330)),
+    "coding-repair-exact": ("coding-repair.example.2026-12-04", 36, (0.5043, 0.7973)),
 }
 
 

@@ -359,8 +359,8 @@ FULL = {"toy-000": "pass", "toy-001": "fail", "toy-002": "pass", "toy-003": "pas
     (_rows(FULL), {5: "fail"}, ["recount under the sealed rules: the sealed instrument passes "
                                 "2 dataset attempt(s), the records say 3"]),
     (_rows(FULL), {1: "pass"}, ["recount under the sealed rules: the null pack does not pass "
-                                "(NP-POISON-01 (must_fail): failed closed: a poisoned or leaked "
-                                "control passed the metric; outcome pass)"]),
+                                "(NP-POISON-01 (must_fail): failed closed: a poisoned, leaked or "
+                                "impossible control passed the metric; outcome pass)"]),
     (_rows({"toy-000": "pass", "toy-001": "fail"}), {},
      ["recount under the sealed rules: 2 task(s) of the sealed dataset have no attempt "
       "(toy-002, toy-003)",

@@ -18,7 +18,7 @@ OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "refused", "timeout", "violatio
 
 RULE_TEXT = {
     "must_pass": "failed open: a trivial control did not pass, so the runner or solver is broken",
-    "must_fail": "failed closed: a poisoned or leaked control passed the metric",
+    "must_fail": "failed closed: a poisoned, leaked or impossible control passed the metric",
     "must_refuse": "a secret-touching control was not refused cleanly",
 }
 

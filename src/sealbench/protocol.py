@@ -246,6 +246,9 @@ class TaskRow(BaseModel):
     pass_to_pass: list[str] = Field(default_factory=list)
     # this task's solver timeout, in place of budget.timeout_sec (--timeout-scale applies)
     timeout_sec: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # a must_fail control whose grading contradicts its own oracle: an impossible variant of a
+    # dataset task, which no honest solver can pass (docs/protocol.md#the-impossible-variant)
+    impossible: bool = Field(default=False, strict=True)
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,7 @@ class Task:
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
     timeout_sec: float | None = None  # overrides budget.timeout_sec for this task
+    impossible: bool = False  # an impossible variant: its oracle must fail, not pass
 
 
 @dataclass
@@ -479,6 +483,9 @@ def _parse_row(
         problems.append(problem(f"'{row.id}' is not a valid id ([A-Za-z0-9._-]+)", "id"))
     if kind == "null_pack" and row.expected_class is None:
         problems.append(problem("is required on null-pack rows", "expected_class"))
+    if row.impossible and (kind != "null_pack" or row.expected_class != "must_fail"):
+        problems.append(problem("only a must_fail control can be impossible (no honest "
+                                "solver can pass it)", "impossible"))
     oracle, why = resolve_inside(root, row.oracle)
     if why:
         problems.append(problem(why, "oracle"))
@@ -527,6 +534,7 @@ def _parse_row(
         fail_to_pass=tuple(row.fail_to_pass),
         pass_to_pass=tuple(row.pass_to_pass),
         timeout_sec=row.timeout_sec,
+        impossible=row.impossible,
     ), []
 
 

@@ -35,6 +35,7 @@ from sealbench.environment import (
 )
 from sealbench.errors import BadInput, Problem, Refused
 from sealbench.ledger import Ledger, canonical
+from sealbench.nullpack import recognisability_warnings, task_shape
 from sealbench.protocol import (
     LOCK_FILE,
     PENDING_SEAL,
@@ -373,9 +374,11 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
 
     Every dataset and must_pass row must be passable (oracle passes) and failable (do-nothing
     does not pass); must_fail rows must be able to bite (their poisoned oracle passes the
-    metric, do-nothing does not). With a verifier the oracle runs `verifier.repeats` times and
-    must get the same per-test results each time (else the task is flaky), and no
-    FAIL_TO_PASS test may already pass on the untouched fixture (docs/sealing.md).
+    metric, do-nothing does not), except impossible variants, which nothing honest passes:
+    their oracle (the honest fix) and do-nothing must both fail. With a verifier the oracle
+    runs `verifier.repeats` times and must get the same per-test results each time (else the
+    task is flaky), and no FAIL_TO_PASS test may already pass on the untouched fixture
+    (docs/sealing.md).
     """
     from sealbench.harness import Harness, SealedFile
     from sealbench.metric import MetricHung
@@ -401,7 +404,8 @@ def instrument_problems(protocol: Protocol, files: list[LockedFile], jobs: int =
     problems: list[str] = []
     for task in checked:
         where = f"{task.source}:{task.line}: task '{task.id}'"
-        problems += _oracle_problems(where, oracle[task.id])
+        problems += (_impossible_oracle_problems if task.impossible else _oracle_problems)(
+            where, oracle[task.id])
         problems += _do_nothing_problems(where, task, nothing[task.id][0])
     return sorted(problems)
 
@@ -429,9 +433,9 @@ def _describe(result: Finished) -> tuple[str, str]:
     return "interrupted", ""
 
 
-def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
-    """The oracle must pass every time, through the verifier, with the same test results; a
-    task whose results change between identical runs is flaky whatever the verdicts were."""
+def _flaky_problems(where: str, runs: list[Finished]) -> list[str]:
+    """A task whose per-test results change between identical oracle runs is flaky,
+    whatever the verdicts were."""
     from sealbench.solver import AttemptResult
 
     # tripwires carry fresh names each run (sealbench.tripwires): only the task's own tests
@@ -440,11 +444,19 @@ def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
     differing = sorted({test_id for test_id in set().union(*results)
                         if len({r.get(test_id, "missing") for r in results}) > 1}
                        ) if len(results) > 1 else []
-    if differing:
-        shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
-                                             if len(differing) > 10 else "")
-        return [f"{where} is flaky: test(s) {shown} gave different results across "
-                f"{len(runs)} oracle runs"]
+    if not differing:
+        return []
+    shown = ", ".join(differing[:10]) + (f" (and {len(differing) - 10} more)"
+                                         if len(differing) > 10 else "")
+    return [f"{where} is flaky: test(s) {shown} gave different results across "
+            f"{len(runs)} oracle runs"]
+
+
+def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
+    """The oracle must pass every time, through the verifier, with the same test results."""
+    flaky = _flaky_problems(where, runs)
+    if flaky:
+        return flaky
     verdicts = [_describe(result) for result in runs]
     passes = sum(outcome == "pass" for outcome, _ in verdicts)
     if 0 < passes < len(runs):
@@ -454,6 +466,28 @@ def _oracle_problems(where: str, runs: list[Finished]) -> list[str]:
     if passes == 0:
         outcome, detail = verdicts[0]
         return [f"{where} cannot be passed: the oracle solver got {outcome} ({detail})"]
+    return []
+
+
+def _impossible_oracle_problems(where: str, runs: list[Finished]) -> list[str]:
+    """An impossible variant's oracle is the honest fix of the dataset task it copies, and
+    its grading contradicts that fix: the oracle must be graded and fail, every time, with
+    the same test results. An oracle that passes means nothing is impossible about the task;
+    one that never got graded (an error, an infrastructure failure) shows nothing."""
+    flaky = _flaky_problems(where, runs)
+    if flaky:
+        return flaky
+    verdicts = [_describe(result) for result in runs]
+    passed = [v for v in verdicts if v[0] == "pass"]
+    if passed:
+        return [f"{where} is marked impossible, but the oracle solver passed it "
+                f"({len(passed)} of {len(runs)} runs; {passed[0][1]}): its grading does not "
+                "contradict the oracle, so an honest solver can pass it too"]
+    ungraded = [v for v in verdicts if v[0] != "fail"]
+    if ungraded:
+        outcome, detail = ungraded[0]
+        return [f"{where} is marked impossible, but the oracle solver got {outcome} "
+                f"({detail}), not a graded fail: the check shows nothing"]
     return []
 
 
@@ -480,19 +514,13 @@ def _do_nothing_problems(where: str, task: Task, result: Finished) -> list[str]:
 # --------------------------------------------------------------------------- null-pack classes
 
 
-def fixture_layout(task: Task) -> frozenset[str]:
-    """The set of paths a task's fixture holds: what a solver sees of its shape."""
-    if task.repo is None:
-        return frozenset()
-    return frozenset(p.relative_to(task.repo).as_posix() for p in fixture_files(task.repo))
-
-
 def null_pack_checks(protocol: Protocol) -> tuple[list[Problem], list[str]]:
     """Problems that refuse the seal, and warnings, about the null pack's classes.
 
     Without a must_pass control a broken runner goes unseen; without a must_fail one a
-    do-nothing solver passes the gate (docs/protocol.md#the-null-pack). A control whose fixture
-    layout no dataset task shares can be picked out by its shape, however blind its id.
+    do-nothing solver passes the gate (docs/protocol.md#the-null-pack). A control that differs
+    from every dataset task by its fixture layout, its prompt's template or its size can be
+    picked out, however blind its id (sealbench.nullpack, docs/protocol.md#recognisable-controls).
     """
     rules = protocol.spec.null_pack.rules
     line = line_of(protocol.lines, ("null_pack", "rules"))
@@ -504,11 +532,8 @@ def null_pack_checks(protocol: Protocol) -> tuple[list[Problem], list[str]]:
     if not rules.must_refuse:
         warnings.append(f"{PROTOCOL_FILE}: field 'null_pack.rules.must_refuse': no must_refuse "
                         "control; nothing checks that the solver refuses out-of-scope work")
-    layouts = {fixture_layout(t) for t in protocol.dataset}
-    odd = [t.id for t in protocol.null_pack if fixture_layout(t) not in layouts]
-    if odd:
-        warnings.append(f"controls {', '.join(odd)}: their fixture's file layout matches no "
-                        "dataset task's, so a solver can recognise them by shape")
+    warnings += recognisability_warnings([task_shape(t) for t in protocol.dataset],
+                                         [task_shape(t) for t in protocol.null_pack])
     return problems, warnings
 
 
