@@ -438,9 +438,16 @@ def test_tampering_with_tests_cannot_change_the_verifiers_result(
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_without_protection_a_shadowed_runner_would_pass(tmp_path: Path) -> None:
-    """Why verifier.protected exists: with it emptied, the fake pytest module above makes
-    every broken task pass — the code under test runs in the runner's process."""
+@pytest.mark.parametrize("shadowing_rule", [True, False])
+def test_without_protection_a_shadowed_runner_still_does_not_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shadowing_rule: bool) -> None:
+    """verifier.protected emptied: the fake pytest module above made every broken task pass
+    before issue 22. Now it is a violation by the shadowing rule, and with that rule off too
+    it is never imported (the code under test comes after the runner's own modules)."""
+    import sealbench.verifier as verifier_module
+
+    if not shadowing_rule:
+        monkeypatch.setattr(verifier_module, "shadowing_hits", lambda *_a, **_k: ())
     proto = make_tested_protocol(tmp_path / "p", n=3, repeats=1)
     text = (proto / "protocol.yaml").read_text()
     (proto / "protocol.yaml").write_text(text.replace("  repeats: 1\n",
@@ -449,7 +456,10 @@ def test_without_protection_a_shadowed_runner_would_pass(tmp_path: Path) -> None
     seal(proto, ledger=ledger)
     command = write_solver(tmp_path / "s", _tamper_solver(SHADOW_PYTEST))
     result = run(proto, command, ledger=ledger, options=RunOptions(jobs=2))
-    assert result.report["mean"] == 1.0
+    assert result.report["mean"] == 0.0
+    outcomes = {r.record["outcome"] for r in ledger.attempts(result.run_id)
+                if r.phase == "dataset"}
+    assert outcomes == ({"violation"} if shadowing_rule else {"fail"})
 
 
 @pytest.mark.parametrize(("paths", "hits"), [

@@ -466,6 +466,6 @@ class Grader:
                 {"id": t.id, "outcome": t.outcome, "message": t.message}
                 for t in tests.graded_tests()],
             "verifier": None if tests is None else {
-                "exit_code": tests.exit_code, "report_problem": tests.report_problem,
+                "exit_code": tests.graded_exit_code, "report_problem": tests.report_problem,
                 "duration": round(tests.duration, 4)},
         }}

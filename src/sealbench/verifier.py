@@ -109,6 +109,15 @@ class VerifierRun:
         """Why the report cannot be trusted because a tripwire reported the wrong status."""
         return tampering(self.by_id(), self.tripwires) if self.tripwires else None
 
+    @property
+    def graded_exit_code(self) -> int | None:
+        """The exit status the task's own tests would have given: a failing tripwire makes
+        pytest exit 1, which no reader of the task's results should see."""
+        if self.tripwires and self.exit_code == 1 and not any(
+                t.outcome in ("failed", "error") for t in self.graded_tests()):
+            return 0
+        return self.exit_code
+
     def graded_tests(self) -> tuple[TestResult, ...]:
         """The task's own tests: what a metric and a reader see (tripwires left out)."""
         planted = {t.id for t in self.tripwires}
