@@ -256,9 +256,10 @@ def _candidate(node: ast.FunctionDef, text: str) -> _Candidate | None:
 
 def _literals(node: ast.FunctionDef
               ) -> list[tuple[tuple[int, int, int], ast.expr, ast.stmt]]:
-    """Literals a copy may change, last first: in each top-level `assert X == Y` of the body,
-    the last number or string of its expected side (`Y`, else `X` when only it holds one),
-    where it sits on one line."""
+    """Literals a copy may change, last first: in each top-level `assert X == Y` of the body
+    whose expected side is a literal display (`Y`, else `X` when only it is one), its last
+    number or string on one line; the `X` of each top-level `with pytest.raises(X):`. Never
+    an input: a changed input can leave the result as it was."""
     found: list[tuple[tuple[int, int, int], ast.expr, ast.stmt]] = []
     for statement in reversed(node.body):
         raised = _raised_name(statement)
@@ -269,7 +270,11 @@ def _literals(node: ast.FunctionDef
         if not (isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Compare)
                 and len(statement.test.ops) == 1 and isinstance(statement.test.ops[0], ast.Eq)):
             continue
+        # the expected side: a literal display (its value changes with any literal in it),
+        # on the right by convention, on the left when only that one is
         for side in (statement.test.comparators[0], statement.test.left):
+            if not _is_literal(side):
+                continue
             leaves = [n for n in ast.walk(side) if isinstance(n, ast.Constant)
                       and type(n.value) in (int, float, str) and n.end_lineno == n.lineno
                       and n.end_col_offset is not None]
@@ -278,8 +283,16 @@ def _literals(node: ast.FunctionDef
                 assert leaf.end_col_offset is not None
                 found.append(((leaf.lineno, leaf.col_offset, leaf.end_col_offset), side,
                               statement))
-                break
+            break
     return found
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _raised_name(statement: ast.stmt) -> ast.Name | None:
