@@ -201,6 +201,61 @@ def test_task_timeout_must_be_a_positive_number(cli, toy: Path, value: object,  
     assert message in reported
 
 
+CEILING = "a time limit must be a finite number of seconds, at most 86400 (24 h)"
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "86400.5", "1.0e+9"])
+@pytest.mark.parametrize(("section", "key"), [("budget", "timeout_sec"),
+                                              ("verifier", "timeout_sec"),
+                                              ("metric", "timeout_sec")])
+def test_every_protocol_time_limit_is_finite_and_at_most_a_day(  # type: ignore[no-untyped-def]
+        cli, toy: Path, section: str, key: str, value: str) -> None:
+    """Attack (issue 22): `budget.timeout_sec: .inf` sealed, and a sleeping solver was never
+    killed. Every time limit is refused past the ceiling, NaN and infinities too: one line
+    naming file, line and field, exit 2."""
+    path = toy / "protocol.yaml"
+    text = path.read_text()
+    if section == "budget":
+        text = text.replace("  timeout_sec: 20\n", f"  timeout_sec: {value}\n")
+    elif section == "metric":
+        text = text.replace("  module: ./metric.py\n", f"  module: ./metric.py\n  {key}: {value}\n")
+    else:
+        text += f"verifier:\n  command: python -m pytest {{tests}}\n  {key}: {value}\n"
+    path.write_text(text)
+    line = next(number for number, written in enumerate(text.splitlines(), start=1)
+                if written == f"  {key}: {value}" and _section_of(text, number) == section)
+    message = _seal_fails(cli, toy)
+    shown = {".inf": "inf", "-.inf": "-inf", ".nan": "nan", "86400.5": "86400.5",
+             "1.0e+9": "1e+09"}[value]
+    assert message == (f"sealbench: protocol.yaml:{line}: field '{section}.{key}': is {shown}; "
+                       f"{CEILING}")
+
+
+def _section_of(text: str, number: int) -> str:
+    """The top-level key whose block holds line `number` (1-based)."""
+    return next(line for line in reversed(text.splitlines()[:number])
+                if line and not line.startswith((" ", "#"))).rstrip(":")
+
+
+def test_a_day_is_the_ceiling_itself(toy: Path) -> None:
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("  timeout_sec: 20\n", "  timeout_sec: 86400\n"))
+    assert load(toy).spec.budget.timeout_sec == 86400
+
+
+@pytest.mark.parametrize(("value", "shown"), [("Infinity", "inf"), ("NaN", "nan"),
+                                              ("1e400", "inf"), ("86401", "86401")])
+def test_a_task_timeout_is_finite_and_at_most_a_day(cli, toy: Path, value: str,  # type: ignore[no-untyped-def]
+                                                    shown: str) -> None:
+    """JSON as Python reads it takes `Infinity`, `NaN` and an overflowing `1e400` (inf)."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    lines = dataset.read_text().splitlines()
+    lines[1] = lines[1][:-1] + f', "timeout_sec": {value}}}'
+    dataset.write_text("\n".join(lines) + "\n")
+    assert _seal_fails(cli, toy) == (f"sealbench: tasks/dataset.jsonl:2: field 'timeout_sec': "
+                                     f"is {shown}; {CEILING}")
+
+
 def test_task_timeout_is_kept_per_task(toy: Path) -> None:
     dataset = toy / "tasks" / "dataset.jsonl"
     rows = _rows(dataset)

@@ -8,6 +8,7 @@ Paths are resolved here too, and nothing that leads outside the protocol directo
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -44,6 +45,11 @@ ControlClass = Literal["must_pass", "must_fail", "must_refuse"]
 NetworkPolicy = Literal["none", "model-api", "open"]
 NETWORK_POLICIES: tuple[NetworkPolicy, ...] = ("none", "model-api", "open")
 Kind = Literal["dataset", "null_pack"]
+# every time limit a protocol sets (budget.timeout_sec, a task's timeout_sec, verifier.timeout_sec,
+# metric.timeout_sec), and each of them times `run --timeout-scale`, is a finite number of
+# seconds at most this: 24 h (docs/protocol.md#time-limits). `.inf` would never kill a sleeper.
+MAX_TIME_LIMIT_SEC = 86400
+TIME_LIMIT_RULE = f"a finite number of seconds, at most {MAX_TIME_LIMIT_SEC} (24 h)"
 
 
 class _Strict(BaseModel):
@@ -72,7 +78,7 @@ class MetricRef(_Strict):
     builtin: Literal["tests_v1"] | None = None
     sha256: str = PENDING_SEAL
     interface: Literal[1, 2] = 1
-    timeout_sec: float = Field(default=60, gt=0)
+    timeout_sec: float = Field(default=60, gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricRef:
@@ -99,7 +105,7 @@ class VerifierSpec(_Strict):
     """
 
     command: str = Field(min_length=1)
-    timeout_sec: float = Field(default=300, gt=0)
+    timeout_sec: float = Field(default=300, gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
     # oracle runs at seal time whose per-test results must agree, or the task is flaky
     repeats: int = Field(default=3, ge=1, le=20)
     max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
@@ -119,7 +125,7 @@ class EnvironmentSpec(_Strict):
 
 
 class Budget(_Strict):
-    timeout_sec: float = Field(gt=0)
+    timeout_sec: float = Field(gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
     max_files_touched: int | None = Field(default=None, ge=1)
     network: NetworkPolicy = "none"
     sandbox: Literal["auto", "required"] = "auto"
@@ -232,7 +238,8 @@ class TaskRow(BaseModel):
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
     # this task's solver timeout, in place of budget.timeout_sec (--timeout-scale applies)
-    timeout_sec: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_SEC,
+                                      allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -365,11 +372,42 @@ def validate_spec(
 
 
 def _pydantic_message(err: Any) -> str:
+    if err["type"] in ("finite_number", "less_than_equal") and err["loc"] \
+            and str(err["loc"][-1]).endswith("_sec"):
+        return f"is {_number(err['input'])}; a time limit must be {TIME_LIMIT_RULE}"
     if err["type"] == "missing":
         return "is required but missing"
     if err["type"] == "extra_forbidden":
         return "is not a field of agent-bench-protocol/v1 (typo?)"
     return str(err["msg"]).rstrip(".").lower().replace("value error, ", "")
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def scaled_time_limit_problem(protocol: Protocol, scale: float) -> Problem | None:
+    """The largest solver or verifier time limit times `run --timeout-scale`, when that is past
+    MAX_TIME_LIMIT_SEC or not finite (1e308 times 20 s overflows to infinity): the Problem
+    naming its file, line and field, else None. (metric.timeout_sec is not scaled.)"""
+    spec, name = protocol.spec, protocol.path.name
+    limits: list[tuple[float, str, int | None, str]] = [
+        (spec.budget.timeout_sec, name, line_of(protocol.lines, ("budget", "timeout_sec")),
+         "budget.timeout_sec")]
+    if spec.verifier is not None:
+        limits.append((spec.verifier.timeout_sec, name,
+                       line_of(protocol.lines, ("verifier", "timeout_sec")),
+                       "verifier.timeout_sec"))
+    limits += [(task.timeout_sec, task.source, task.line, "timeout_sec")
+               for task in protocol.tasks if task.timeout_sec is not None]
+    limit, source, line, fld = max(limits, key=lambda item: item[0])
+    scaled = limit * scale
+    if math.isfinite(scaled) and scaled <= MAX_TIME_LIMIT_SEC:
+        return None
+    gives = f"{scaled:g} s" if math.isfinite(scaled) else "an infinite time"
+    return Problem(source, f"{limit:g} s times --timeout-scale {scale:g} gives {gives}; every "
+                   f"time limit, scaled, must be {TIME_LIMIT_RULE}: give a smaller "
+                   "--timeout-scale", line, fld)
 
 
 # --------------------------------------------------------------------------- paths
