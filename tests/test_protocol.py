@@ -156,6 +156,74 @@ def test_missing_protocol_file(cli, tmp_path: Path) -> None:  # type: ignore[no-
     assert result.stderr.strip() == "sealbench: protocol.yaml: file not found"
 
 
+TWICE = ("appears twice in one mapping (first at line {first}); YAML would silently keep the "
+         "later value, not the one a reader sees first: keep one")
+
+
+def test_a_second_publish_block_is_refused_not_silently_taken(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """Attack (issue 22): a second `publish:` block at the end lowered min_n to 1 while a
+    reader of the file saw the first. PyYAML keeps the last value silently; sealbench refuses
+    the key, naming file, line (the second) and field."""
+    path = toy / "protocol.yaml"
+    text = path.read_text()
+    first = text.splitlines().index("publish:") + 1
+    path.write_text(text + "publish:\n  min_n: 1\n")
+    again = len(text.splitlines()) + 1
+    assert _seal_fails(cli, toy) == (f"sealbench: protocol.yaml:{again}: field 'publish': "
+                                     + TWICE.format(first=first))
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (("  max_files_touched: 3\n", "  max_files_touched: 3\n  timeout_sec: 5\n"),
+     "budget.timeout_sec"),
+    (('    must_pass: ["NP-STUB-01"]\n', '    must_pass: ["NP-STUB-01"]\n    must_pass: []\n'),
+     "null_pack.rules.must_pass"),
+    (("  path: ./tasks/dataset.jsonl\n", "  {path: ./tasks/dataset.jsonl, path: ./x.jsonl}\n"
+      .replace("  {", "  nested: {")), "dataset.nested.path"),
+])
+def test_a_duplicate_key_anywhere_is_named_with_its_field(cli, toy: Path, edit: tuple[str, str],  # type: ignore[no-untyped-def]
+                                                          field: str) -> None:
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace(*edit)
+    path.write_text(text)
+    message = _seal_fails(cli, toy)
+    assert message.count("\n") == 0
+    assert f": field '{field}': appears twice in one mapping (first at line " in message
+    assert message.startswith("sealbench: protocol.yaml:")
+
+
+def test_merge_keys_are_not_duplicates(toy: Path) -> None:
+    """`<<: *base` with a key written beside it overriding the merged one is YAML's rule, not
+    a duplicate."""
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace("budget:\n  timeout_sec: 20\n  max_files_touched: 3\n",
+                                    "budget:\n  <<: &limits {timeout_sec: 99, max_files_touched: 3}"
+                                    "\n  timeout_sec: 20\n")
+    path.write_text(text)
+    assert load(toy).spec.budget.timeout_sec == 20
+
+
+def test_a_duplicate_key_in_the_sealed_file_is_refused_too(toy: Path) -> None:
+    """protocol.sealed.yaml is read by the same loader (verify, run)."""
+    (toy / "protocol.sealed.yaml").write_text((toy / "protocol.yaml").read_text()
+                                              + "publish:\n  min_n: 1\n")
+    with pytest.raises(BadInput) as caught:
+        load(toy, sealed=True)
+    assert str(caught.value.problems[0]).startswith("protocol.sealed.yaml:")
+    assert "field 'publish': appears twice" in str(caught.value.problems[0])
+
+
+def test_a_key_given_twice_in_a_task_row_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same trick in JSON Lines: a second `oracle` in a row is what json keeps."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    lines = dataset.read_text().splitlines()
+    lines[2] = lines[2][:-1] + ', "oracle": "oracles/toy-000.patch"}'
+    dataset.write_text("\n".join(lines) + "\n")
+    assert _seal_fails(cli, toy) == (
+        "sealbench: tasks/dataset.jsonl:3: field 'oracle': appears twice in one object; JSON "
+        "readers disagree on which copy counts (Python keeps the last): keep one")
+
+
 def test_yaml_line_map_points_at_keys_and_items() -> None:
     lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
     assert lines[("a", "b")] == 2

@@ -287,6 +287,44 @@ class Protocol:
 # --------------------------------------------------------------------------- YAML with lines
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one YAML mapping. PyYAML keeps the last value silently, so a second
+    `publish:` block further down would lower `min_n` while a reader sees the first."""
+
+    def __init__(self, key: Any, first: yaml.Mark, again: yaml.Mark) -> None:
+        super().__init__(None, None, f"the key {str(key)!r} appears twice in one mapping "
+                         f"(first at line {first.line + 1})", again)
+        self.key = key
+        self.first_line = first.line + 1
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` (nothing but plain data is ever constructed) that refuses a key given
+    twice in one mapping, where PyYAML would keep the last value. Merge keys (`<<: *base`) are
+    not duplicates: a key written beside them overrides the merged one, as YAML says."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: SafeLoader refuses it below
+                if first is not key_node:
+                    raise DuplicateKey(key, first.start_mark, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load`, refusing duplicate keys (UniqueKeyLoader): how sealbench reads every
+    YAML document, protocol.yaml and protocol.sealed.yaml alike."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: plain data only
+
+
 def yaml_line_map(text: str) -> dict[tuple[str | int, ...], int]:
     """Map each key path of a YAML document to its 1-based line, for error messages.
 
@@ -312,6 +350,27 @@ def yaml_line_map(text: str) -> dict[tuple[str | int, ...], int]:
     return lines
 
 
+def _key_path(text: str, mark: yaml.Mark) -> tuple[str | int, ...] | None:
+    """The key path of the mapping key written at `mark` (for naming a duplicate's field)."""
+    found: list[tuple[str | int, ...]] = []
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                key_path = (*path, str(key.value))
+                if key.start_mark.index == mark.index:
+                    found.append(key_path)
+                walk(value, key_path)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        walk(root, ())
+    return found[0] if found else None
+
+
 def line_of(lines: dict[tuple[str | int, ...], int], loc: tuple[str | int, ...]) -> int | None:
     """The line of the deepest known prefix of loc (a missing key points at its parent)."""
     for end in range(len(loc), -1, -1):
@@ -333,8 +392,16 @@ def parse_yaml(path: Path, display_name: str) -> tuple[Any, str, dict[tuple[str 
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput("", [Problem(display_name, f"cannot be read: {exc}")]) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
         lines = yaml_line_map(text)
+    except DuplicateKey as exc:
+        assert exc.problem_mark is not None
+        loc = _key_path(text, exc.problem_mark)
+        problem = Problem(display_name, f"appears twice in one mapping (first at line "
+                          f"{exc.first_line}); YAML would silently keep the later value, not "
+                          "the one a reader sees first: keep one",
+                          exc.problem_mark.line + 1, dotted(loc) if loc else str(exc.key))
+        raise BadInput("", [problem]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -483,6 +550,23 @@ def read_task_rows(
     return tasks, problems, rows
 
 
+class _DuplicateJSONKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (a task row's second `oracle` would be
+    the one Python keeps, while a reader sees the first)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateJSONKey(key)
+        data[key] = value
+    return data
+
+
 def _parse_row(
     line: str, number: int, display_name: str, kind: Kind, root: Path
 ) -> tuple[Task | None, list[Problem]]:
@@ -490,9 +574,12 @@ def _parse_row(
         return Problem(display_name, message, number, fld)
 
     try:
-        data = json.loads(line)
+        data = json.loads(line, object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         return None, [problem(f"malformed JSON: {exc.msg} at column {exc.colno}")]
+    except _DuplicateJSONKey as exc:
+        return None, [problem("appears twice in one object; JSON readers disagree on which "
+                              "copy counts (Python keeps the last): keep one", exc.key)]
     if not isinstance(data, dict):
         return None, [problem("must be a JSON object")]
     try:

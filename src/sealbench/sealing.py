@@ -45,6 +45,7 @@ from sealbench.protocol import (
     fixture_files,
     line_of,
     load,
+    load_yaml,
     parse_yaml,
     validate_spec,
 )
@@ -308,11 +309,11 @@ def _check_rendered(protocol: Protocol, text: str, digests: dict[str, str]) -> N
     """The sealed text must parse to the source with only the digests changed, and keep every
     comment line; else one line saying so (an alias of a digest shared with another field,
     say), before anything is written."""
-    expected = yaml.safe_load(protocol.text)
+    expected = load_yaml(protocol.text)
     for section, digest in digests.items():
         expected[section] = {**expected[section], "sha256": digest}
     try:
-        rendered = yaml.safe_load(text)
+        rendered = load_yaml(text)
     except yaml.YAMLError:
         rendered = None
     if rendered != expected:
@@ -572,7 +573,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
     text = render_sealed(protocol, files)
-    sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
+    sealed_spec = ProtocolSpec.model_validate(load_yaml(text))
     identity = derive_identity(sealed_spec, files, environment)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
     lock = Lock(format=LOCK_FORMAT, protocol_id=sealed_spec.protocol_id, identity=identity,
