@@ -224,6 +224,50 @@ def test_a_key_given_twice_in_a_task_row_is_refused(cli, toy: Path) -> None:  # 
         "readers disagree on which copy counts (Python keeps the last): keep one")
 
 
+@pytest.mark.parametrize(("name", "shown"), [(b"\xff\xfe.txt", "b'\\xff\\xfe.txt'"),
+                                           (b"d\xe9j\xe0/app.txt", "b'd\\xe9j\\xe0/app.txt'")])
+def test_a_fixture_file_name_that_is_not_utf8_is_refused_at_seal(cli, toy: Path, name: bytes,  # type: ignore[no-untyped-def]
+                                                                 shown: str) -> None:
+    """Attack (issue 22): a fixture file named in Latin-1 sealed, then every verify and run
+    called the lock "altered": JSON cannot hold the name. Refused at seal, the name shown as
+    its bytes, exit 2."""
+    target = os.fsencode(toy / "fixtures" / "toy-001") + b"/" + name
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as handle:
+        handle.write(b"x\n")
+    assert _seal_fails(cli, toy) == (f"sealbench: tasks/dataset.jsonl:2: field 'repo': file "
+                                     f"name {shown} is not valid UTF-8, which the lock (JSON) "
+                                     "cannot record; rename it")
+    assert not (toy / "protocol.lock").exists()
+
+
+def test_a_fixture_symlink_to_a_name_that_is_not_utf8_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    os.symlink(b"\xff", os.fsencode(toy / "fixtures" / "toy-002" / "link"))
+    assert _seal_fails(cli, toy) == ("sealbench: tasks/dataset.jsonl:3: field 'repo': symlink "
+                                     "'link' points to b'\\xff', which is not valid UTF-8; "
+                                     "point it at a UTF-8 path")
+
+
+def test_a_path_escaping_to_bytes_that_are_not_utf8_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """A JSON row can name undecodable bytes with a lone-surrogate escape ("\\udcff")."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[0]["oracle"] = "oracles/\udcff.patch"
+    _write_rows(dataset, rows)
+    with open(os.fsencode(toy / "oracles") + b"/\xff.patch", "wb") as handle:
+        handle.write((toy / "oracles" / "toy-000.patch").read_bytes())
+    assert _seal_fails(cli, toy) == ("sealbench: tasks/dataset.jsonl:1: field 'oracle': "
+                                     "b'oracles/\\xff.patch' is not valid UTF-8, which the lock "
+                                     "(JSON) cannot record; rename the file")
+
+
+def test_a_utf8_file_name_seals_and_verifies(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    (toy / "fixtures" / "toy-001" / "café ☕.txt").write_text("x\n")
+    assert cli("seal", toy).exit_code == 0
+    verified = cli("verify", toy)
+    assert verified.exit_code == 0, verified.stderr
+
+
 def test_yaml_line_map_points_at_keys_and_items() -> None:
     lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
     assert lines[("a", "b")] == 2

@@ -488,12 +488,34 @@ def resolve_inside(root: Path, relative: str) -> tuple[Path | None, str | None]:
     """
     if not relative or not isinstance(relative, str):
         return None, "must be a non-empty path"
+    if not lock_safe(relative):
+        return None, (f"{shown_name(relative)} is not valid UTF-8, which the lock (JSON) cannot "
+                      "record; rename the file")
     if os.path.isabs(relative):
         return None, f"'{relative}' is absolute; paths must be relative to the protocol directory"
     candidate = (root / relative).resolve()
     if not candidate.is_relative_to(root.resolve()):
         return None, f"'{relative}' leads outside the protocol directory"
     return candidate, None
+
+
+def lock_safe(name: str) -> bool:
+    """Whether a path can be recorded in the lock and read back: the lock is JSON in UTF-8,
+    and a name that is not valid UTF-8 (a lone surrogate, from undecodable bytes) is written
+    as an escape no JSON reader accepts, so every later verify would call the seal altered."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A path as the bytes it is on disk (`b'caf\\xe9.txt'`), for naming an undecodable one."""
+    try:
+        return repr(os.fsencode(name))
+    except UnicodeEncodeError:  # a surrogate no file-name decoding made: show the code points
+        return ascii(name)
 
 
 def fixture_files(repo: Path) -> Iterator[Path]:
@@ -661,11 +683,19 @@ def _test_id_problems(row: TaskRow, problem: Any) -> list[Problem]:
 
 
 def _fixture_problems(repo: Path, root: Path) -> list[str]:
-    """Symlinks leading out, and `.git` files: a vendored submodule's pointer names a
-    repository outside the fixture, which git in the workspace would follow."""
+    """Names the lock cannot record (not UTF-8), symlinks leading out, and `.git` files: a
+    vendored submodule's pointer names a repository outside the fixture, which git in the
+    workspace would follow."""
     problems = []
     for path in fixture_files(repo):
-        if path.name == ".git" and not path.is_symlink():
+        relative = str(path.relative_to(repo))
+        if not lock_safe(relative):
+            problems.append(f"file name {shown_name(relative)} is not valid UTF-8, which the "
+                            "lock (JSON) cannot record; rename it")
+        elif path.is_symlink() and not lock_safe(os.readlink(path)):
+            problems.append(f"symlink '{relative}' points to {shown_name(os.readlink(path))}, "
+                            "which is not valid UTF-8; point it at a UTF-8 path")
+        elif path.name == ".git" and not path.is_symlink():
             problems.append(f"'{path.relative_to(repo)}' is a .git file (a submodule or "
                             "worktree pointer), which points outside the fixture; replace it "
                             "with the submodule's files or remove it")
