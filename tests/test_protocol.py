@@ -268,6 +268,40 @@ def test_a_utf8_file_name_seals_and_verifies(cli, toy: Path) -> None:  # type: i
     assert verified.exit_code == 0, verified.stderr
 
 
+def test_protocol_yaml_as_a_symlink_leading_out_is_refused(cli, toy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Attack (issue 22): protocol.yaml a symlink to a file outside the directory sealed, where
+    every other such link is refused. Now it is too, naming it, exit 2, nothing written."""
+    outside = tmp_path / "elsewhere.yaml"
+    (toy / "protocol.yaml").rename(outside)
+    (toy / "protocol.yaml").symlink_to(outside)
+    assert _seal_fails(cli, toy) == (
+        f"sealbench: protocol.yaml: is a symlink leading outside the protocol directory (to "
+        f"{outside}); every path of a protocol must resolve inside it: put the file itself there")
+    assert not (toy / "protocol.lock").exists()
+
+
+def test_protocol_yaml_as_a_symlink_inside_the_directory_is_fine(toy: Path) -> None:
+    """As for every other path: a link that resolves inside is followed."""
+    (toy / "versions").mkdir()
+    (toy / "protocol.yaml").rename(toy / "versions" / "v1.yaml")
+    (toy / "protocol.yaml").symlink_to("versions/v1.yaml")
+    assert load(toy).spec.protocol_id == "toy.v1"
+
+
+def test_a_sealed_file_swapped_for_a_symlink_leading_out_is_refused(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
+    """Same bytes, so the lock's digest matches; the link itself is what verify refuses."""
+    assert cli("seal", toy).exit_code == 0
+    outside = tmp_path / "copy.sealed.yaml"
+    (toy / "protocol.sealed.yaml").rename(outside)
+    (toy / "protocol.sealed.yaml").symlink_to(outside)
+    result = cli("verify", toy)
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"sealbench: protocol.sealed.yaml: is a symlink leading "
+                                    f"outside the protocol directory (to {outside});")
+    assert result.stderr.count("\n") == 1
+
+
 def test_yaml_line_map_points_at_keys_and_items() -> None:
     lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
     assert lines[("a", "b")] == 2

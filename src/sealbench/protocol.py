@@ -717,7 +717,7 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     if not root.is_dir():
         raise BadInput(f"{directory}: protocol directory not found")
     name = SEALED_FILE if sealed else PROTOCOL_FILE
-    data, text, lines = parse_yaml(root / name, name)
+    data, text, lines = parse_yaml(protocol_file(root, name), name)
     spec = validate_spec(data, lines, name)
     problems: list[Problem] = []
     loaded: dict[Kind, list[Task]] = {"dataset": [], "null_pack": []}
@@ -759,6 +759,20 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     if problems:
         raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
     return protocol
+
+
+def protocol_file(root: Path, name: str) -> Path:
+    """`root / name` (protocol.yaml or protocol.sealed.yaml), held to the rule every other path
+    of a protocol follows: a symlink is fine while it resolves inside the directory, and one
+    leading out is refused, naming it (exit 2)."""
+    path = root / name
+    if path.is_symlink():
+        target = path.resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise BadInput("", [Problem(name, f"is a symlink leading outside the protocol "
+                                        f"directory (to {target}); every path of a protocol "
+                                        "must resolve inside it: put the file itself there")])
+    return path
 
 
 def _env_problems(spec: ProtocolSpec, lines: dict[tuple[str | int, ...], int],

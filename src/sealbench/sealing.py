@@ -47,6 +47,7 @@ from sealbench.protocol import (
     load,
     load_yaml,
     parse_yaml,
+    protocol_file,
     validate_spec,
 )
 
@@ -674,8 +675,10 @@ def _source_edits(root: Path, sealed_spec: ProtocolSpec) -> list[str]:
     """protocol.yaml edited after sealing is a changed exam: say which fields differ."""
     try:
         source = load_spec_only(root / PROTOCOL_FILE)
-    except BadInput:
-        return [f"{PROTOCOL_FILE}: edited after sealing and no longer valid; seal again"]
+    except BadInput as exc:
+        first = exc.problems[0] if exc.problems else None
+        why = f" ({first.message})" if isinstance(first, Problem) else ""
+        return [f"{PROTOCOL_FILE}: edited after sealing and no longer valid{why}; seal again"]
     if source is None:
         return []
     before = sealed_spec_dict(sealed_spec)
@@ -694,5 +697,5 @@ def load_spec_only(path: Path) -> ProtocolSpec | None:
     """Parse a protocol.yaml without loading its tasks (None when there is none)."""
     if not path.exists():
         return None
-    data, _text, lines = parse_yaml(path, path.name)
+    data, _text, lines = parse_yaml(protocol_file(path.parent, path.name), path.name)
     return validate_spec(data, lines, path.name)
