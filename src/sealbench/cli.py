@@ -746,8 +746,12 @@ def _print_diffs(ledger: Ledger, run_id: str, attempts: list[AttemptRow]) -> Non
 
 def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
     """One line per attempt, in ledger order; no totals (a pass count is a rate)."""
+    from sealbench.ledger import shown_state
+
     kind = "trial" if row.trial else "run"
-    out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {row.state}  "
+    state, reason = shown_state(row)
+    stopped = f" ({reason})" if state != row.state else ""
+    out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {state}{stopped}  "
                             f"solver {row.solver}"), markup=False)
     from rich.table import Table
 
@@ -1002,6 +1006,7 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     """One line of `runs`: the state the chain says; a run whose records are not intact shows
     its first problem instead of any figure."""
+    from sealbench.ledger import shown_state
     from sealbench.report import headline_text, stored_report_problems
 
     problems = [p.text for p in ledger.integrity(row.run_id)]
@@ -1018,10 +1023,13 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
                 "n": None, "mean": None, "ci95": None,
                 "result": "records not intact: " + problems[0],
                 "problems": problems}
-    result = headline_text(row.report) if row.report else (row.reason or "")
+    state, reason = shown_state(row)
+    result = headline_text(row.report) if row.report else (reason or "")
+    # a run whose owner is gone shows as stopped; the chain's word is kept beside it
+    recorded = {"recorded_state": row.state} if state != row.state else {}
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,
-            "solver": row.solver, "sandbox": row.sandbox, "state": row.state,
+            "solver": row.solver, "sandbox": row.sandbox, "state": state, **recorded,
             "started_at": row.started_at, "finished_at": row.finished_at,
             "attempts": ledger.attempt_counts(row.run_id),
             "expected": row.options.get("expected"),
