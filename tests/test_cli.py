@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -506,6 +507,128 @@ def test_stdout_on_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path,
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert "standard output" in done.stderr and "No space left on device" in done.stderr
+
+
+# ------------------------------------------------------------------------------ closed output
+
+
+def _sealbench(*args: object, stdout: object = subprocess.PIPE, stderr: object = subprocess.PIPE,
+               shell_redirect: str = "") -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess; `shell_redirect` (e.g. `2>&-`) is applied by a shell."""
+    argv = [sys.executable, "-m", "sealbench.cli", *map(str, args)]
+    if shell_redirect:
+        argv = ["sh", "-c", f'exec "$@" {shell_redirect}', "sh", *argv]
+    return subprocess.run(argv, stdout=stdout, stderr=stderr, text=True, timeout=300)
+
+
+def _closed_pipe() -> int:
+    """The write end of a pipe whose reader has exited: every write to it is EPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+@pytest.fixture(scope="module")
+def toy_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger with one published toy run (r1)."""
+    from toy import make_protocol, write_solver
+
+    base = tmp_path_factory.mktemp("pipes")
+    proto = make_protocol(base / "proto")
+    ledger = base / "ledger.sqlite"
+    assert _sealbench("seal", proto, "--ledger", ledger).returncode == 0
+    done = _sealbench("run", proto, "--solver", write_solver(base / "agent"), "--quiet",
+                      "--sandbox", "none", "--ledger", ledger, "--run-id", "r1")
+    assert done.returncode == 0, done.stderr
+    return ledger
+
+
+@pytest.mark.parametrize("args", [("runs",), ("runs", "--format", "json"), ("show", "r1"),
+                                  ("export", "r1"), ("report", "r1"), ("--help",),
+                                  ("run", "--help"), ("--version",)])
+def test_stdout_whose_reader_left_keeps_the_commands_own_status(toy_ledger: Path,
+                                                                 args: tuple[str, ...]) -> None:
+    """Attack (issue 22): `sealbench runs | head -0` exited 1, not a documented status. The
+    reader leaving early is no error of the command: it ends as it would have, 0 when it
+    succeeded, and says nothing."""
+    pipe = _closed_pipe()
+    try:
+        ledger = ("--ledger", toy_ledger) if args[0] in ("runs", "show", "export", "report") \
+            else ()
+        done = _sealbench(*args, *ledger, stdout=pipe)
+    finally:
+        os.close(pipe)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_stdout_whose_reader_left_after_a_failure_keeps_that_failure(toy_ledger: Path) -> None:
+    pipe = _closed_pipe()
+    try:
+        done = _sealbench("report", "nope", "--ledger", toy_ledger, stdout=pipe)
+    finally:
+        os.close(pipe)
+    assert done.returncode == 2
+    assert done.stderr == (f"sealbench: {toy_ledger}: no run 'nope' in this ledger (see "
+                           "`sealbench runs`)\n")
+
+
+@pytest.mark.parametrize("args", [("seal", "/nonexistent/protocol"), ("run", "--bogus"),
+                                  ("runs", "--ledger", "/nonexistent/l.sqlite")])
+@pytest.mark.parametrize("how", ["closed-pipe", "2>&-"])
+def test_stderr_that_cannot_be_written_is_exit_3(args: tuple[str, ...], how: str) -> None:
+    """A command that cannot write its message (stderr a pipe whose reader exited, or closed
+    with `2>&-`) ends 3, refused: it could not say what it had to. Never 1, no traceback."""
+    if how == "2>&-":
+        done = _sealbench(*args, shell_redirect="2>&-")
+    else:
+        pipe = _closed_pipe()
+        try:
+            done = _sealbench(*args, stderr=pipe)
+        finally:
+            os.close(pipe)
+    assert done.returncode == 3
+    assert done.stdout == ""
+
+
+def test_stderr_closed_with_nothing_to_say_is_no_failure() -> None:
+    done = _sealbench("--version", shell_redirect="2>&-")
+    assert (done.returncode, done.stdout) == (0, "sealbench, version 0.1.0\n")
+
+
+def test_stdout_closed_from_the_start_is_one_line_and_exit_3(toy_ledger: Path) -> None:
+    done = _sealbench("runs", "--ledger", toy_ledger, shell_redirect=">&-")
+    assert done.returncode == 3
+    assert done.stderr == ("sealbench: cannot write to standard output (it is closed); redirect "
+                           "it elsewhere and run the command again\n")
+
+
+@pytest.mark.slow
+def test_a_run_with_stderr_closed_finishes_and_says_3_without_harming_the_ledger(
+        tmp_path: Path) -> None:
+    """`run ... 2>&-`: the run's progress and warnings cannot be written, so it ends 3; its work
+    is done and recorded. Closed descriptors are reopened on /dev/null first, so the ledger never
+    gets fd 2 (a child's or a warning's writes to "stderr" would land in it): verify-report
+    agrees with every figure afterwards. Its stdout's reader leaving is status 0."""
+    from toy import make_protocol, write_solver
+
+    proto = make_protocol(tmp_path / "proto")
+    ledger = tmp_path / "ledger.sqlite"
+    solver = write_solver(tmp_path / "agent")
+    assert _sealbench("seal", proto, "--ledger", ledger).returncode == 0
+    run = ("run", proto, "--solver", solver, "--sandbox", "none", "--ledger", ledger)
+    closed = _sealbench(*run, "--run-id", "r1", shell_redirect="2>&-")
+    assert closed.returncode == 3
+    assert "headline" in closed.stdout  # the work was done, and printed where it could be
+    pipe = _closed_pipe()
+    try:
+        cut = _sealbench(*run, "--run-id", "r2", stdout=pipe)
+    finally:
+        os.close(pipe)
+    assert cut.returncode == 0, cut.stderr
+    for run_id in ("r1", "r2"):
+        checked = _sealbench("verify-report", tmp_path / "reports" / f"{run_id}.json",
+                             "--ledger", ledger)
+        assert checked.returncode == 0, checked.stderr
 
 
 # ------------------------------------------------------------------------------ sealbench schema

@@ -37,10 +37,12 @@ READ_ONLY = "read-only-fs"  # on a read-only filesystem (its directory bound rea
 UNWRITABLE = "unwritable"  # the file itself bound read-only in a writable directory
 EMPTY = "zero-byte"  # an empty file (a truncated ledger)
 FOREIGN = "foreign"  # a file that is not what it should be (not a ledger, not JSON)
+LINK_OUT = "protocol-yaml-links-out"  # a protocol dir whose protocol.yaml is a symlink out of it
 
 ERROR, OK = "error", "ok"
 IN_FILE = {MISSING: ERROR, DIRECTORY: ERROR, PARENT_FILE: ERROR}
 IN_DIR = {MISSING: ERROR, FILE: ERROR, PARENT_FILE: ERROR}
+PROTOCOL_DIR = {**IN_DIR, LINK_OUT: ERROR}  # every path of a protocol resolves inside it
 OUT_FILE = {NO_PARENT: ERROR, DIRECTORY: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR,
             UNWRITABLE: ERROR}
 OUT_DIR = {FILE: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR}
@@ -94,14 +96,14 @@ ROWS: dict[str, Row] = {
     "init": Row(("init", "{directory}"), {"directory": OUT_DIR},
                 lambda w: {"directory": w.base / "init-new"}),
     "seal": Row(("seal", "{directory}", "--ledger", "{ledger_path}"),
-                {"directory": IN_DIR, "ledger_path": LEDGER_WRITE,
+                {"directory": PROTOCOL_DIR, "ledger_path": LEDGER_WRITE,
                  "find_links": {MISSING: ERROR, FILE: ERROR}},
                 _valid, {"find_links": ("--find-links", "{find_links}")}),
     "verify": Row(("verify", "{directory}", "--ledger", "{ledger_path}"),
-                  {"directory": IN_DIR,
+                  {"directory": PROTOCOL_DIR,
                    # no ledger at all is fine for verify: it then checks the seal alone
                    "ledger_path": {**LEDGER_READ, MISSING: OK}}, _valid),
-    "run": Row(RUN, {"directory": IN_DIR, "ledger_path": LEDGER_WRITE,
+    "run": Row(RUN, {"directory": PROTOCOL_DIR, "ledger_path": LEDGER_WRITE,
                      "report_path": {DIRECTORY: ERROR, PARENT_FILE: ERROR, READ_ONLY: ERROR},
                      "events_path": OUT_FILE, "home_from": IN_DIR,
                      "expose": {MISSING: ERROR, PARENT_FILE: ERROR},
@@ -128,7 +130,7 @@ ROWS: dict[str, Row] = {
     "verify-report": Row(("verify-report", "{report_file}", "--ledger", "{ledger_path}",
                           "--protocol", "{protocol_dir}"),
                          {"report_file": {**IN_FILE, EMPTY: ERROR, FOREIGN: ERROR},
-                          "protocol_dir": IN_DIR, "ledger_path": LEDGER_READ,
+                          "protocol_dir": PROTOCOL_DIR, "ledger_path": LEDGER_READ,
                           "pubkey_path": KEY_IN}, _valid,
                          {"pubkey_path": ("--pubkey", "{pubkey_path}")}),
     "import swebench": Row(("import", "swebench", "{instances}", "--repos", "{repos}",
@@ -288,6 +290,11 @@ def _bad_path(kind: str, param: str, valid: Path, where: Path) -> tuple[Path, tu
     if kind == UNWRITABLE:
         (where / name).write_text("kept\n")
         return where / name, (where / name,)
+    if kind == LINK_OUT:  # the sealed protocol copied, its protocol.yaml moved out and linked
+        shutil.copytree(valid, where / name, symlinks=True)
+        (where / name / "protocol.yaml").rename(where / "outside.yaml")
+        (where / name / "protocol.yaml").symlink_to(where / "outside.yaml")
+        return where / name, ()
     raise AssertionError(kind)
 
 

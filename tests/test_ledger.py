@@ -466,3 +466,30 @@ def test_reading_a_runs_controls_does_not_walk_its_dataset_attempts(tmp_path: Pa
     assert steps[1000] <= 2 * steps[50] + 5, steps
     assert [r.task_id for r in ledger.attempts("big", "null_pack")] == ["NP-B", "NP-A"]
     assert [r.seq for r in ledger.attempts("big")] == sorted(r.seq for r in ledger.attempts("big"))
+
+
+def test_a_running_run_whose_owner_is_gone_is_shown_interrupted(tmp_path: Path) -> None:
+    """Issue 22: a run stopped by an error it could not write down (a full disk refuses the
+    link that would say so) stayed `running 0/9` in `runs` for ever. Its owner pid is gone:
+    shown interrupted (a trial: trial), the chain's word kept; a live owner stays running."""
+    import socket
+    import subprocess
+    import sys
+
+    from sealbench.ledger import RunRow, shown_state
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+
+    def row(state: str, pid: int, host: str = socket.gethostname()) -> RunRow:
+        return RunRow("r1", "p", "sha256:x", "s", "none", {"pid": pid, "host": host}, "t", None,
+                      state, None, None)
+
+    state, reason = shown_state(row("running", gone.pid))
+    assert state == "interrupted"
+    assert reason == (f"stopped: pid {gone.pid} on {socket.gethostname()} died unrecorded "
+                      "(killed? disk full?); --resume r1 continues it")
+    assert shown_state(row("trial-running", gone.pid))[0] == "trial"
+    assert shown_state(row("running", os.getpid())) == ("running", None)
+    assert shown_state(row("running", gone.pid, host="elsewhere")) == ("running", None)
+    assert shown_state(row("published", gone.pid)) == ("published", None)

@@ -156,6 +156,152 @@ def test_missing_protocol_file(cli, tmp_path: Path) -> None:  # type: ignore[no-
     assert result.stderr.strip() == "sealbench: protocol.yaml: file not found"
 
 
+TWICE = ("appears twice in one mapping (first at line {first}); YAML would silently keep the "
+         "later value, not the one a reader sees first: keep one")
+
+
+def test_a_second_publish_block_is_refused_not_silently_taken(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """Attack (issue 22): a second `publish:` block at the end lowered min_n to 1 while a
+    reader of the file saw the first. PyYAML keeps the last value silently; sealbench refuses
+    the key, naming file, line (the second) and field."""
+    path = toy / "protocol.yaml"
+    text = path.read_text()
+    first = text.splitlines().index("publish:") + 1
+    path.write_text(text + "publish:\n  min_n: 1\n")
+    again = len(text.splitlines()) + 1
+    assert _seal_fails(cli, toy) == (f"sealbench: protocol.yaml:{again}: field 'publish': "
+                                     + TWICE.format(first=first))
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (("  max_files_touched: 3\n", "  max_files_touched: 3\n  timeout_sec: 5\n"),
+     "budget.timeout_sec"),
+    (('    must_pass: ["NP-STUB-01"]\n', '    must_pass: ["NP-STUB-01"]\n    must_pass: []\n'),
+     "null_pack.rules.must_pass"),
+    (("  path: ./tasks/dataset.jsonl\n", "  {path: ./tasks/dataset.jsonl, path: ./x.jsonl}\n"
+      .replace("  {", "  nested: {")), "dataset.nested.path"),
+])
+def test_a_duplicate_key_anywhere_is_named_with_its_field(cli, toy: Path, edit: tuple[str, str],  # type: ignore[no-untyped-def]
+                                                          field: str) -> None:
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace(*edit)
+    path.write_text(text)
+    message = _seal_fails(cli, toy)
+    assert message.count("\n") == 0
+    assert f": field '{field}': appears twice in one mapping (first at line " in message
+    assert message.startswith("sealbench: protocol.yaml:")
+
+
+def test_merge_keys_are_not_duplicates(toy: Path) -> None:
+    """`<<: *base` with a key written beside it overriding the merged one is YAML's rule, not
+    a duplicate."""
+    path = toy / "protocol.yaml"
+    text = path.read_text().replace("budget:\n  timeout_sec: 20\n  max_files_touched: 3\n",
+                                    "budget:\n  <<: &limits {timeout_sec: 99, max_files_touched: 3}"
+                                    "\n  timeout_sec: 20\n")
+    path.write_text(text)
+    assert load(toy).spec.budget.timeout_sec == 20
+
+
+def test_a_duplicate_key_in_the_sealed_file_is_refused_too(toy: Path) -> None:
+    """protocol.sealed.yaml is read by the same loader (verify, run)."""
+    (toy / "protocol.sealed.yaml").write_text((toy / "protocol.yaml").read_text()
+                                              + "publish:\n  min_n: 1\n")
+    with pytest.raises(BadInput) as caught:
+        load(toy, sealed=True)
+    assert str(caught.value.problems[0]).startswith("protocol.sealed.yaml:")
+    assert "field 'publish': appears twice" in str(caught.value.problems[0])
+
+
+def test_a_key_given_twice_in_a_task_row_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same trick in JSON Lines: a second `oracle` in a row is what json keeps."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    lines = dataset.read_text().splitlines()
+    lines[2] = lines[2][:-1] + ', "oracle": "oracles/toy-000.patch"}'
+    dataset.write_text("\n".join(lines) + "\n")
+    assert _seal_fails(cli, toy) == (
+        "sealbench: tasks/dataset.jsonl:3: field 'oracle': appears twice in one object; JSON "
+        "readers disagree on which copy counts (Python keeps the last): keep one")
+
+
+@pytest.mark.parametrize(("name", "shown"), [(b"\xff\xfe.txt", "b'\\xff\\xfe.txt'"),
+                                           (b"d\xe9j\xe0/app.txt", "b'd\\xe9j\\xe0/app.txt'")])
+def test_a_fixture_file_name_that_is_not_utf8_is_refused_at_seal(cli, toy: Path, name: bytes,  # type: ignore[no-untyped-def]
+                                                                 shown: str) -> None:
+    """Attack (issue 22): a fixture file named in Latin-1 sealed, then every verify and run
+    called the lock "altered": JSON cannot hold the name. Refused at seal, the name shown as
+    its bytes, exit 2."""
+    target = os.fsencode(toy / "fixtures" / "toy-001") + b"/" + name
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as handle:
+        handle.write(b"x\n")
+    assert _seal_fails(cli, toy) == (f"sealbench: tasks/dataset.jsonl:2: field 'repo': file "
+                                     f"name {shown} is not valid UTF-8, which the lock (JSON) "
+                                     "cannot record; rename it")
+    assert not (toy / "protocol.lock").exists()
+
+
+def test_a_fixture_symlink_to_a_name_that_is_not_utf8_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    os.symlink(b"\xff", os.fsencode(toy / "fixtures" / "toy-002" / "link"))
+    assert _seal_fails(cli, toy) == ("sealbench: tasks/dataset.jsonl:3: field 'repo': symlink "
+                                     "'link' points to b'\\xff', which is not valid UTF-8; "
+                                     "point it at a UTF-8 path")
+
+
+def test_a_path_escaping_to_bytes_that_are_not_utf8_is_refused(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    """A JSON row can name undecodable bytes with a lone-surrogate escape ("\\udcff")."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = _rows(dataset)
+    rows[0]["oracle"] = "oracles/\udcff.patch"
+    _write_rows(dataset, rows)
+    with open(os.fsencode(toy / "oracles") + b"/\xff.patch", "wb") as handle:
+        handle.write((toy / "oracles" / "toy-000.patch").read_bytes())
+    assert _seal_fails(cli, toy) == ("sealbench: tasks/dataset.jsonl:1: field 'oracle': "
+                                     "b'oracles/\\xff.patch' is not valid UTF-8, which the lock "
+                                     "(JSON) cannot record; rename the file")
+
+
+def test_a_utf8_file_name_seals_and_verifies(cli, toy: Path) -> None:  # type: ignore[no-untyped-def]
+    (toy / "fixtures" / "toy-001" / "café ☕.txt").write_text("x\n")
+    assert cli("seal", toy).exit_code == 0
+    verified = cli("verify", toy)
+    assert verified.exit_code == 0, verified.stderr
+
+
+def test_protocol_yaml_as_a_symlink_leading_out_is_refused(cli, toy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Attack (issue 22): protocol.yaml a symlink to a file outside the directory sealed, where
+    every other such link is refused. Now it is too, naming it, exit 2, nothing written."""
+    outside = tmp_path / "elsewhere.yaml"
+    (toy / "protocol.yaml").rename(outside)
+    (toy / "protocol.yaml").symlink_to(outside)
+    assert _seal_fails(cli, toy) == (
+        f"sealbench: protocol.yaml: is a symlink leading outside the protocol directory (to "
+        f"{outside}); every path of a protocol must resolve inside it: put the file itself there")
+    assert not (toy / "protocol.lock").exists()
+
+
+def test_protocol_yaml_as_a_symlink_inside_the_directory_is_fine(toy: Path) -> None:
+    """As for every other path: a link that resolves inside is followed."""
+    (toy / "versions").mkdir()
+    (toy / "protocol.yaml").rename(toy / "versions" / "v1.yaml")
+    (toy / "protocol.yaml").symlink_to("versions/v1.yaml")
+    assert load(toy).spec.protocol_id == "toy.v1"
+
+
+def test_a_sealed_file_swapped_for_a_symlink_leading_out_is_refused(cli, toy: Path,  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
+    """Same bytes, so the lock's digest matches; the link itself is what verify refuses."""
+    assert cli("seal", toy).exit_code == 0
+    outside = tmp_path / "copy.sealed.yaml"
+    (toy / "protocol.sealed.yaml").rename(outside)
+    (toy / "protocol.sealed.yaml").symlink_to(outside)
+    result = cli("verify", toy)
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"sealbench: protocol.sealed.yaml: is a symlink leading "
+                                    f"outside the protocol directory (to {outside});")
+    assert result.stderr.count("\n") == 1
+
+
 def test_yaml_line_map_points_at_keys_and_items() -> None:
     lines = yaml_line_map("a:\n  b: 1\n  c:\n    - x\n    - y\n")
     assert lines[("a", "b")] == 2
@@ -199,6 +345,61 @@ def test_task_timeout_must_be_a_positive_number(cli, toy: Path, value: object,  
     reported = _seal_fails(cli, toy)
     assert reported.startswith("sealbench: tasks/dataset.jsonl:2: field 'timeout_sec': ")
     assert message in reported
+
+
+CEILING = "a time limit must be a finite number of seconds, at most 86400 (24 h)"
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "86400.5", "1.0e+9"])
+@pytest.mark.parametrize(("section", "key"), [("budget", "timeout_sec"),
+                                              ("verifier", "timeout_sec"),
+                                              ("metric", "timeout_sec")])
+def test_every_protocol_time_limit_is_finite_and_at_most_a_day(  # type: ignore[no-untyped-def]
+        cli, toy: Path, section: str, key: str, value: str) -> None:
+    """Attack (issue 22): `budget.timeout_sec: .inf` sealed, and a sleeping solver was never
+    killed. Every time limit is refused past the ceiling, NaN and infinities too: one line
+    naming file, line and field, exit 2."""
+    path = toy / "protocol.yaml"
+    text = path.read_text()
+    if section == "budget":
+        text = text.replace("  timeout_sec: 20\n", f"  timeout_sec: {value}\n")
+    elif section == "metric":
+        text = text.replace("  module: ./metric.py\n", f"  module: ./metric.py\n  {key}: {value}\n")
+    else:
+        text += f"verifier:\n  command: python -m pytest {{tests}}\n  {key}: {value}\n"
+    path.write_text(text)
+    line = next(number for number, written in enumerate(text.splitlines(), start=1)
+                if written == f"  {key}: {value}" and _section_of(text, number) == section)
+    message = _seal_fails(cli, toy)
+    shown = {".inf": "inf", "-.inf": "-inf", ".nan": "nan", "86400.5": "86400.5",
+             "1.0e+9": "1e+09"}[value]
+    assert message == (f"sealbench: protocol.yaml:{line}: field '{section}.{key}': is {shown}; "
+                       f"{CEILING}")
+
+
+def _section_of(text: str, number: int) -> str:
+    """The top-level key whose block holds line `number` (1-based)."""
+    return next(line for line in reversed(text.splitlines()[:number])
+                if line and not line.startswith((" ", "#"))).rstrip(":")
+
+
+def test_a_day_is_the_ceiling_itself(toy: Path) -> None:
+    path = toy / "protocol.yaml"
+    path.write_text(path.read_text().replace("  timeout_sec: 20\n", "  timeout_sec: 86400\n"))
+    assert load(toy).spec.budget.timeout_sec == 86400
+
+
+@pytest.mark.parametrize(("value", "shown"), [("Infinity", "inf"), ("NaN", "nan"),
+                                              ("1e400", "inf"), ("86401", "86401")])
+def test_a_task_timeout_is_finite_and_at_most_a_day(cli, toy: Path, value: str,  # type: ignore[no-untyped-def]
+                                                    shown: str) -> None:
+    """JSON as Python reads it takes `Infinity`, `NaN` and an overflowing `1e400` (inf)."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    lines = dataset.read_text().splitlines()
+    lines[1] = lines[1][:-1] + f', "timeout_sec": {value}}}'
+    dataset.write_text("\n".join(lines) + "\n")
+    assert _seal_fails(cli, toy) == (f"sealbench: tasks/dataset.jsonl:2: field 'timeout_sec': "
+                                     f"is {shown}; {CEILING}")
 
 
 def test_task_timeout_is_kept_per_task(toy: Path) -> None:

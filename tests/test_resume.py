@@ -350,8 +350,10 @@ def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes_once_space_is_freed
         "run", proto, "--solver", command, "--ledger", ledger, "--quiet", "--sandbox", "none",
         "--jobs", "1"))
     check = shlex.join(_cli("verify-report", "--ledger", ledger, disk / "reports" / "r1.json"))
+    listed = shlex.join(_cli("runs", "--ledger", ledger, "--format", "json"))
     script = (f"{shlex.join(_cli('seal', proto, '--ledger', ledger))} >/dev/null 2>&1 || exit 9\n"
               f"{run} --run-id r1 >{logs}/1.out 2>{logs}/1.err; echo $? >{logs}/1.rc\n"
+              f"{listed} >{logs}/runs.json 2>&1\n"
               f"rm -f {shlex.quote(str(filler))}\n"
               f"{run} --resume r1 >{logs}/2.out 2>{logs}/2.err; echo $? >{logs}/2.rc\n"
               f"{check} >{logs}/3.out 2>&1; echo $? >{logs}/3.rc\n")
@@ -366,6 +368,12 @@ def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes_once_space_is_freed
     assert "Traceback" not in first and first.count("\n") == 1, first
     assert first.startswith(f"sealbench: {disk}") and "full" in first
     assert "free space and resume with `sealbench run" in first and "--resume r1" in first
+    # issue 22: the stop could not be written (the disk was full), so the chain still says
+    # running; `runs` shows it stopped, with its real counts, and the resume still works
+    [stopped] = json.loads((logs / "runs.json").read_text())
+    assert stopped["state"] == "interrupted" and stopped["recorded_state"] == "running"
+    assert stopped["result"].startswith("stopped: pid ") and "--resume r1" in stopped["result"]
+    assert 0 < sum(stopped["attempts"].values()) < sum(stopped["expected"].values())
     assert (logs / "2.rc").read_text().strip() == "0", (logs / "2.err").read_text()
     assert (logs / "3.rc").read_text().strip() == "0", (logs / "3.out").read_text()
 

@@ -271,6 +271,57 @@ def test_bad_run_options_are_bad_input(cli, toy: Path, toy_solver: str,  # type:
     assert message in result.stderr
 
 
+def test_a_timeout_scale_that_overflows_a_limit_is_refused_before_any_run(  # type: ignore[no-untyped-def]
+        cli, toy: Path, toy_solver: str) -> None:
+    """Attack (issue 22): `--timeout-scale 1e308` is finite, but times 20 s it overflows to
+    infinity and a sleeping solver is never killed. One line naming the limit, exit 2, and no
+    run is recorded."""
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--timeout-scale", "1e308")
+    assert result.exit_code == 2
+    line = (toy / "protocol.sealed.yaml").read_text().splitlines().index("  timeout_sec: 20") + 1
+    assert result.stderr == (
+        f"sealbench: protocol.sealed.yaml:{line}: field 'budget.timeout_sec': 20 s times "
+        "--timeout-scale 1e+308 gives an infinite time; every time limit, scaled, must be a "
+        "finite number of seconds, at most 86400 (24 h): give a smaller --timeout-scale\n")
+    assert cli("runs", "--format", "json").output.strip() == "[]"
+
+
+def test_the_largest_scaled_limit_is_named_a_task_timeout_too(  # type: ignore[no-untyped-def]
+        cli, toy: Path, toy_solver: str) -> None:
+    """A task's own timeout_sec within the ceiling, scaled past it: named by file and row."""
+    dataset = toy / "tasks" / "dataset.jsonl"
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    rows[1]["timeout_sec"] = 50000
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli("seal", toy).exit_code == 0
+    result = cli("run", toy, "--solver", toy_solver, "--timeout-scale", "2")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "sealbench: tasks/dataset.jsonl:2: field 'timeout_sec': 50000 s times --timeout-scale "
+        "2 gives 100000 s; every time limit, scaled, must be a finite number of seconds, at "
+        "most 86400 (24 h): give a smaller --timeout-scale\n")
+    assert cli("runs", "--format", "json").output.strip() == "[]"
+
+
+def test_the_harness_refuses_a_scale_that_overflows_a_limit(toy: Path) -> None:
+    """The API's own backstop: a Harness (what run, resume and re-scoring build) never gets a
+    limit past the ceiling, whoever asks for it."""
+    from sealbench.errors import BadInput
+    from sealbench.harness import Harness
+    from sealbench.sandbox import detect
+
+    sealed_protocol = verify_after_seal(toy)
+    with pytest.raises(BadInput, match="gives an infinite time"):
+        Harness(sealed_protocol.protocol, sealed_protocol.lock.sealed_files(),
+                detect(want="none"), timeout_scale=1e308)
+
+
+def verify_after_seal(toy: Path):  # type: ignore[no-untyped-def]
+    seal(toy, ledger=Ledger(toy.parent / "l.sqlite"), sandbox="none")
+    return verify(toy)
+
+
 def test_report_path_that_is_a_directory_is_refused_before_running(cli, toy: Path,  # type: ignore[no-untyped-def]
                                                                    toy_solver: str,
                                                                    tmp_path: Path) -> None:

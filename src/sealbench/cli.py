@@ -15,6 +15,7 @@ command loads; bench/bench_startup.py measures the time.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import signal
@@ -71,7 +72,8 @@ class _Console:
         self._options: dict[str, Any] = {"stderr": stderr, "soft_wrap": soft_wrap,
                                          "highlight": False}
         if tables:  # piped to a file or another program: whole lines instead of 80 columns
-            self._options["width"] = None if sys.stdout.isatty() else 200
+            tty = sys.stdout is not None and sys.stdout.isatty()  # None: started closed
+            self._options["width"] = None if tty else 200
         self._console: Console | None = None
         self._making = threading.Lock()
 
@@ -166,30 +168,117 @@ def _exit_with(exc: SealbenchError) -> None:
     sys.exit(exc.exit_status)
 
 
+class _Output:
+    """sys.stdout or sys.stderr while a command runs (installed by _Main.main). A write the
+    stream refuses — its reader has exited (EPIPE), it was closed when sealbench started
+    (`2>&-`), the disk under it is full — is recorded, never raised into the command, and the
+    descriptor is pointed at /dev/null so that nothing writes there again (Python's flush at
+    exit included). _Main.main turns what was recorded into the exit status
+    (docs/running.md#exit-status)."""
+
+    def __init__(self, stream: Any, fd: int, *, closed: bool) -> None:
+        # a stream closed at start is None in sys: a /dev/null stream (the fd was reopened on
+        # it) answers encoding, isatty and the rest, and every write to it counts as failed
+        self._stream = stream if stream is not None else open(  # noqa: SIM115
+            fd, "w", encoding="utf-8", closefd=False)
+        self._fd = fd
+        self._closed = closed
+        self.failure: OSError | None = None
+
+    def write(self, text: Any) -> int:
+        if self._closed and self.failure is None:
+            self.failure = OSError(errno.EBADF, "it is closed")
+        if self.failure is None:
+            try:
+                return int(self._stream.write(text))
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None and not self._closed:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        with suppress(OSError, ValueError, io.UnsupportedOperation):
+            if self._stream.fileno() == self._fd:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self._fd)
+                os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _reopen_closed_std_fds() -> set[int]:
+    """Descriptors 0-2 that were closed when sealbench started (`2>&-`), each opened on
+    /dev/null now: otherwise the next file opened (the ledger, an artifact) would take the
+    number, and whatever writes to "stderr" — a child process, a warning — would write into
+    it."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.add(fd)
+    for fd in sorted(closed):
+        opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd itself
+        if opened != fd:
+            os.dup2(opened, fd)
+            os.close(opened)
+    return closed
+
+
 class _Main(click.Group):
-    """The command group, so that writing the output itself failing (stdout redirected to a
-    full disk) is one line and exit 3 like any other error, wherever the output is written."""
+    """The command group, so that what happens to the output itself is one status for every
+    command: stdout's reader leaving early (`| head`) is not an error, the command's own status
+    stands (0 when it succeeded); stdout refusing a write otherwise (a full disk, closed) is one
+    line and exit 3; stderr refusing a write (closed, its reader gone) is exit 3, since
+    sealbench could not say what it had to (docs/running.md#exit-status)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        closed = _reopen_closed_std_fds()
+        saved = sys.stdout, sys.stderr
+        stdout = _Output(sys.stdout, 1, closed=1 in closed)
+        stderr = _Output(sys.stderr, 2, closed=2 in closed)
+        sys.stdout, sys.stderr = stdout, stderr
+        status: Any = 0
         try:
-            return super().main(*args, **kwargs)
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:  # `| head`: click's own handling
-                raise
-            _output_failed(exc)
+            try:
+                return super().main(*args, **kwargs)  # standalone: always SystemExit
+            except OSError as exc:  # raised past every command's own handling
+                _exit_with(path_error(exc))
+        except SystemExit as done:
+            status = done.code
+        finally:
+            stdout.flush()
+            stderr.flush()
+            sys.stdout, sys.stderr = saved
+        sys.exit(_exit_status(status, stdout.failure, stderr.failure))
+
+
+def _exit_status(status: Any, stdout: OSError | None, stderr: OSError | None) -> Any:
+    """The status a command ends with, given what became of its output streams."""
+    if stderr is not None:
+        return EXIT_REFUSED  # nothing more can be said: stderr is what it would be said on
+    if stdout is not None and stdout.errno != errno.EPIPE:
+        _output_failed(stdout)
+        return EXIT_REFUSED
+    return status  # stdout's reader left early (or nothing failed): the command's own
 
 
 def _output_failed(exc: OSError) -> None:
-    """One line on stderr; stdout pointed at /dev/null first so that Python's flush at exit
-    does not fail again with a second message."""
-    with suppress(OSError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    with suppress(OSError):
+    """One line on stderr: standard output refused a write other than its reader leaving."""
+    advice = "free space (or redirect elsewhere)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+        else "redirect it elsewhere"
+    with suppress(OSError, ValueError, AttributeError):
         sys.stderr.write(f"sealbench: cannot write to standard output ({exc.strerror}); "
-                         "free space (or redirect elsewhere) and run the command again\n")
+                         f"{advice} and run the command again\n")
         sys.stderr.flush()
-    sys.exit(EXIT_REFUSED)
 
 
 @click.group(cls=_Main, help="Run coding agents on a sealed benchmark protocol; no success "
@@ -746,8 +835,12 @@ def _print_diffs(ledger: Ledger, run_id: str, attempts: list[AttemptRow]) -> Non
 
 def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
     """One line per attempt, in ledger order; no totals (a pass count is a rate)."""
+    from sealbench.ledger import shown_state
+
     kind = "trial" if row.trial else "run"
-    out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {row.state}  "
+    state, reason = shown_state(row)
+    stopped = f" ({reason})" if state != row.state else ""
+    out.print(terminal_safe(f"{kind} {row.run_id}  {row.protocol_id}  state {state}{stopped}  "
                             f"solver {row.solver}"), markup=False)
     from rich.table import Table
 
@@ -1002,6 +1095,7 @@ def _ledger_for_signed(path: Path | None, report_file: Path, signature: Verdict)
 def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
     """One line of `runs`: the state the chain says; a run whose records are not intact shows
     its first problem instead of any figure."""
+    from sealbench.ledger import shown_state
     from sealbench.report import headline_text, stored_report_problems
 
     problems = [p.text for p in ledger.integrity(row.run_id)]
@@ -1018,10 +1112,13 @@ def _run_summary(row: RunRow, ledger: Ledger) -> dict[str, Any]:
                 "n": None, "mean": None, "ci95": None,
                 "result": "records not intact: " + problems[0],
                 "problems": problems}
-    result = headline_text(row.report) if row.report else (row.reason or "")
+    state, reason = shown_state(row)
+    result = headline_text(row.report) if row.report else (reason or "")
+    # a run whose owner is gone shows as stopped; the chain's word is kept beside it
+    recorded = {"recorded_state": row.state} if state != row.state else {}
     return {"run_id": row.run_id, "kind": "trial" if row.trial else "run",
             "protocol_id": row.protocol_id, "identity": row.identity,
-            "solver": row.solver, "sandbox": row.sandbox, "state": row.state,
+            "solver": row.solver, "sandbox": row.sandbox, "state": state, **recorded,
             "started_at": row.started_at, "finished_at": row.finished_at,
             "attempts": ledger.attempt_counts(row.run_id),
             "expected": row.options.get("expected"),

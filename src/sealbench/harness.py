@@ -33,7 +33,7 @@ from sealbench.errors import BadInput, InfrastructureError, Refused
 from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.metric import Grader, MetricRunner
 from sealbench.process import AttemptInterrupted
-from sealbench.protocol import LOCK_FILE, Protocol, Task
+from sealbench.protocol import LOCK_FILE, Protocol, Task, scaled_time_limit_problem
 from sealbench.sandbox import CagePool, Sandbox
 from sealbench.solver import (
     AttemptContext,
@@ -211,6 +211,11 @@ class Harness:
         allow_hosts: tuple[AllowedHost, ...] = (),
         shadow_names: Iterable[str] | None = None,
     ) -> None:
+        # an API caller (or a run header) could scale a limit to infinity: never a sleeper
+        # that is not killed (docs/protocol.md#time-limits)
+        too_long = scaled_time_limit_problem(protocol, timeout_scale)
+        if too_long is not None:
+            raise BadInput(str(too_long))
         self.protocol = protocol
         self._abort = abort or threading.Event()
         self.files = {f.path: f for f in files}

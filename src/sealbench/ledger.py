@@ -955,6 +955,24 @@ def _stale_temp(entry: os.DirEntry[str], host: str, cutoff: float) -> bool:
     return entry.name.startswith("tmp") and entry.stat(follow_symlinks=False).st_mtime < cutoff
 
 
+def shown_state(row: RunRow) -> tuple[str, str | None]:
+    """The state and reason a reader is shown (`runs`, `show`): the chain's, except for a run
+    (or trial) the chain says is running whose owner process — recorded with the run, on this
+    host — is gone. It was killed, or stopped by an error it could not write down (a full disk
+    refuses the very link that would say so): `interrupted` (a trial: `trial`), and why. Its
+    counts are its recorded attempts; `run --resume` takes it over as it is. On another host
+    the owner cannot be looked for, and the chain's `running` stands."""
+    if row.state not in ("running", "trial-running"):
+        return row.state, row.reason
+    pid, host = row.options.get("pid"), row.options.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname() or pid_exists(pid):
+        return row.state, row.reason
+    gone = f"stopped: pid {pid} on {host} died unrecorded (killed? disk full?)"
+    if row.state == "trial-running":
+        return "trial", f"{gone}; a trial is not resumable"
+    return "interrupted", f"{gone}; --resume {row.run_id} continues it"
+
+
 def pid_exists(pid: int) -> bool:
     """A process with this pid is there (one we may not signal counts: it exists)."""
     try:

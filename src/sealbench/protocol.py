@@ -8,6 +8,7 @@ Paths are resolved here too, and nothing that leads outside the protocol directo
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -44,6 +45,11 @@ ControlClass = Literal["must_pass", "must_fail", "must_refuse"]
 NetworkPolicy = Literal["none", "model-api", "open"]
 NETWORK_POLICIES: tuple[NetworkPolicy, ...] = ("none", "model-api", "open")
 Kind = Literal["dataset", "null_pack"]
+# every time limit a protocol sets (budget.timeout_sec, a task's timeout_sec, verifier.timeout_sec,
+# metric.timeout_sec), and each of them times `run --timeout-scale`, is a finite number of
+# seconds at most this: 24 h (docs/protocol.md#time-limits). `.inf` would never kill a sleeper.
+MAX_TIME_LIMIT_SEC = 86400
+TIME_LIMIT_RULE = f"a finite number of seconds, at most {MAX_TIME_LIMIT_SEC} (24 h)"
 
 
 class _Strict(BaseModel):
@@ -72,7 +78,7 @@ class MetricRef(_Strict):
     builtin: Literal["tests_v1"] | None = None
     sha256: str = PENDING_SEAL
     interface: Literal[1, 2] = 1
-    timeout_sec: float = Field(default=60, gt=0)
+    timeout_sec: float = Field(default=60, gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricRef:
@@ -99,7 +105,7 @@ class VerifierSpec(_Strict):
     """
 
     command: str = Field(min_length=1)
-    timeout_sec: float = Field(default=300, gt=0)
+    timeout_sec: float = Field(default=300, gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
     # oracle runs at seal time whose per-test results must agree, or the task is flaky
     repeats: int = Field(default=3, ge=1, le=20)
     max_output_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
@@ -132,7 +138,7 @@ class EnvironmentSpec(_Strict):
 
 
 class Budget(_Strict):
-    timeout_sec: float = Field(gt=0)
+    timeout_sec: float = Field(gt=0, le=MAX_TIME_LIMIT_SEC, allow_inf_nan=False)
     max_files_touched: int | None = Field(default=None, ge=1)
     network: NetworkPolicy = "none"
     sandbox: Literal["auto", "required"] = "auto"
@@ -245,7 +251,8 @@ class TaskRow(BaseModel):
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
     # this task's solver timeout, in place of budget.timeout_sec (--timeout-scale applies)
-    timeout_sec: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_SEC,
+                                      allow_inf_nan=False)
     # a must_fail control whose grading contradicts its own oracle: an impossible variant of a
     # dataset task, which no honest solver can pass (docs/protocol.md#the-impossible-variant)
     impossible: bool = Field(default=False, strict=True)
@@ -297,6 +304,44 @@ class Protocol:
 # --------------------------------------------------------------------------- YAML with lines
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one YAML mapping. PyYAML keeps the last value silently, so a second
+    `publish:` block further down would lower `min_n` while a reader sees the first."""
+
+    def __init__(self, key: Any, first: yaml.Mark, again: yaml.Mark) -> None:
+        super().__init__(None, None, f"the key {str(key)!r} appears twice in one mapping "
+                         f"(first at line {first.line + 1})", again)
+        self.key = key
+        self.first_line = first.line + 1
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` (nothing but plain data is ever constructed) that refuses a key given
+    twice in one mapping, where PyYAML would keep the last value. Merge keys (`<<: *base`) are
+    not duplicates: a key written beside them overrides the merged one, as YAML says."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: SafeLoader refuses it below
+                if first is not key_node:
+                    raise DuplicateKey(key, first.start_mark, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load`, refusing duplicate keys (UniqueKeyLoader): how sealbench reads every
+    YAML document, protocol.yaml and protocol.sealed.yaml alike."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: plain data only
+
+
 def yaml_line_map(text: str) -> dict[tuple[str | int, ...], int]:
     """Map each key path of a YAML document to its 1-based line, for error messages.
 
@@ -322,6 +367,27 @@ def yaml_line_map(text: str) -> dict[tuple[str | int, ...], int]:
     return lines
 
 
+def _key_path(text: str, mark: yaml.Mark) -> tuple[str | int, ...] | None:
+    """The key path of the mapping key written at `mark` (for naming a duplicate's field)."""
+    found: list[tuple[str | int, ...]] = []
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                key_path = (*path, str(key.value))
+                if key.start_mark.index == mark.index:
+                    found.append(key_path)
+                walk(value, key_path)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        walk(root, ())
+    return found[0] if found else None
+
+
 def line_of(lines: dict[tuple[str | int, ...], int], loc: tuple[str | int, ...]) -> int | None:
     """The line of the deepest known prefix of loc (a missing key points at its parent)."""
     for end in range(len(loc), -1, -1):
@@ -343,8 +409,16 @@ def parse_yaml(path: Path, display_name: str) -> tuple[Any, str, dict[tuple[str 
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput("", [Problem(display_name, f"cannot be read: {exc}")]) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
         lines = yaml_line_map(text)
+    except DuplicateKey as exc:
+        assert exc.problem_mark is not None
+        loc = _key_path(text, exc.problem_mark)
+        problem = Problem(display_name, f"appears twice in one mapping (first at line "
+                          f"{exc.first_line}); YAML would silently keep the later value, not "
+                          "the one a reader sees first: keep one",
+                          exc.problem_mark.line + 1, dotted(loc) if loc else str(exc.key))
+        raise BadInput("", [problem]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -382,11 +456,42 @@ def validate_spec(
 
 
 def _pydantic_message(err: Any) -> str:
+    if err["type"] in ("finite_number", "less_than_equal") and err["loc"] \
+            and str(err["loc"][-1]).endswith("_sec"):
+        return f"is {_number(err['input'])}; a time limit must be {TIME_LIMIT_RULE}"
     if err["type"] == "missing":
         return "is required but missing"
     if err["type"] == "extra_forbidden":
         return "is not a field of agent-bench-protocol/v1 (typo?)"
     return str(err["msg"]).rstrip(".").lower().replace("value error, ", "")
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def scaled_time_limit_problem(protocol: Protocol, scale: float) -> Problem | None:
+    """The largest solver or verifier time limit times `run --timeout-scale`, when that is past
+    MAX_TIME_LIMIT_SEC or not finite (1e308 times 20 s overflows to infinity): the Problem
+    naming its file, line and field, else None. (metric.timeout_sec is not scaled.)"""
+    spec, name = protocol.spec, protocol.path.name
+    limits: list[tuple[float, str, int | None, str]] = [
+        (spec.budget.timeout_sec, name, line_of(protocol.lines, ("budget", "timeout_sec")),
+         "budget.timeout_sec")]
+    if spec.verifier is not None:
+        limits.append((spec.verifier.timeout_sec, name,
+                       line_of(protocol.lines, ("verifier", "timeout_sec")),
+                       "verifier.timeout_sec"))
+    limits += [(task.timeout_sec, task.source, task.line, "timeout_sec")
+               for task in protocol.tasks if task.timeout_sec is not None]
+    limit, source, line, fld = max(limits, key=lambda item: item[0])
+    scaled = limit * scale
+    if math.isfinite(scaled) and scaled <= MAX_TIME_LIMIT_SEC:
+        return None
+    gives = f"{scaled:g} s" if math.isfinite(scaled) else "an infinite time"
+    return Problem(source, f"{limit:g} s times --timeout-scale {scale:g} gives {gives}; every "
+                   f"time limit, scaled, must be {TIME_LIMIT_RULE}: give a smaller "
+                   "--timeout-scale", line, fld)
 
 
 # --------------------------------------------------------------------------- paths
@@ -400,12 +505,34 @@ def resolve_inside(root: Path, relative: str) -> tuple[Path | None, str | None]:
     """
     if not relative or not isinstance(relative, str):
         return None, "must be a non-empty path"
+    if not lock_safe(relative):
+        return None, (f"{shown_name(relative)} is not valid UTF-8, which the lock (JSON) cannot "
+                      "record; rename the file")
     if os.path.isabs(relative):
         return None, f"'{relative}' is absolute; paths must be relative to the protocol directory"
     candidate = (root / relative).resolve()
     if not candidate.is_relative_to(root.resolve()):
         return None, f"'{relative}' leads outside the protocol directory"
     return candidate, None
+
+
+def lock_safe(name: str) -> bool:
+    """Whether a path can be recorded in the lock and read back: the lock is JSON in UTF-8,
+    and a name that is not valid UTF-8 (a lone surrogate, from undecodable bytes) is written
+    as an escape no JSON reader accepts, so every later verify would call the seal altered."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A path as the bytes it is on disk (`b'caf\\xe9.txt'`), for naming an undecodable one."""
+    try:
+        return repr(os.fsencode(name))
+    except UnicodeEncodeError:  # a surrogate no file-name decoding made: show the code points
+        return ascii(name)
 
 
 def fixture_files(repo: Path) -> Iterator[Path]:
@@ -462,6 +589,23 @@ def read_task_rows(
     return tasks, problems, rows
 
 
+class _DuplicateJSONKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (a task row's second `oracle` would be
+    the one Python keeps, while a reader sees the first)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateJSONKey(key)
+        data[key] = value
+    return data
+
+
 def _parse_row(
     line: str, number: int, display_name: str, kind: Kind, root: Path
 ) -> tuple[Task | None, list[Problem]]:
@@ -469,9 +613,12 @@ def _parse_row(
         return Problem(display_name, message, number, fld)
 
     try:
-        data = json.loads(line)
+        data = json.loads(line, object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         return None, [problem(f"malformed JSON: {exc.msg} at column {exc.colno}")]
+    except _DuplicateJSONKey as exc:
+        return None, [problem("appears twice in one object; JSON readers disagree on which "
+                              "copy counts (Python keeps the last): keep one", exc.key)]
     if not isinstance(data, dict):
         return None, [problem("must be a JSON object")]
     try:
@@ -557,11 +704,19 @@ def _test_id_problems(row: TaskRow, problem: Any) -> list[Problem]:
 
 
 def _fixture_problems(repo: Path, root: Path) -> list[str]:
-    """Symlinks leading out, and `.git` files: a vendored submodule's pointer names a
-    repository outside the fixture, which git in the workspace would follow."""
+    """Names the lock cannot record (not UTF-8), symlinks leading out, and `.git` files: a
+    vendored submodule's pointer names a repository outside the fixture, which git in the
+    workspace would follow."""
     problems = []
     for path in fixture_files(repo):
-        if path.name == ".git" and not path.is_symlink():
+        relative = str(path.relative_to(repo))
+        if not lock_safe(relative):
+            problems.append(f"file name {shown_name(relative)} is not valid UTF-8, which the "
+                            "lock (JSON) cannot record; rename it")
+        elif path.is_symlink() and not lock_safe(os.readlink(path)):
+            problems.append(f"symlink '{relative}' points to {shown_name(os.readlink(path))}, "
+                            "which is not valid UTF-8; point it at a UTF-8 path")
+        elif path.name == ".git" and not path.is_symlink():
             problems.append(f"'{path.relative_to(repo)}' is a .git file (a submodule or "
                             "worktree pointer), which points outside the fixture; replace it "
                             "with the submodule's files or remove it")
@@ -583,7 +738,7 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     if not root.is_dir():
         raise BadInput(f"{directory}: protocol directory not found")
     name = SEALED_FILE if sealed else PROTOCOL_FILE
-    data, text, lines = parse_yaml(root / name, name)
+    data, text, lines = parse_yaml(protocol_file(root, name), name)
     spec = validate_spec(data, lines, name)
     problems: list[Problem] = []
     loaded: dict[Kind, list[Task]] = {"dataset": [], "null_pack": []}
@@ -625,6 +780,20 @@ def load(directory: Path | str, *, sealed: bool = False) -> Protocol:
     if problems:
         raise BadInput(f"{name}: {len(problems)} problem(s)", problems)
     return protocol
+
+
+def protocol_file(root: Path, name: str) -> Path:
+    """`root / name` (protocol.yaml or protocol.sealed.yaml), held to the rule every other path
+    of a protocol follows: a symlink is fine while it resolves inside the directory, and one
+    leading out is refused, naming it (exit 2)."""
+    path = root / name
+    if path.is_symlink():
+        target = path.resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise BadInput("", [Problem(name, f"is a symlink leading outside the protocol "
+                                        f"directory (to {target}); every path of a protocol "
+                                        "must resolve inside it: put the file itself there")])
+    return path
 
 
 def _env_problems(spec: ProtocolSpec, lines: dict[tuple[str | int, ...], int],

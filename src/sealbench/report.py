@@ -551,6 +551,9 @@ def verify_report(report: dict[str, Any], ledger: Ledger,
                           "its log entry were removed"]
     problems = [p.text for p in ledger.integrity(run_id)]
     problems += _artifact_problems(ledger, run_id)
+    from sealbench.replay import replay_problems  # attempts copied from another
+
+    problems += replay_problems(ledger, run_id)
     if sealed is not None:
         problems += header_problems(ledger.run(run_id), sealed)
     # hooks: re-scoring stored diffs with the sealed metric (rescore.py) and the report's

@@ -42,7 +42,7 @@ from sealbench.homeseed import HomeSeed, read_home_seed
 from sealbench.html import attempt_views
 from sealbench.ledger import OWNER_FIELDS, AttemptRow, Ledger, RunRow, pid_exists
 from sealbench.metric import MetricHung, MetricResult
-from sealbench.protocol import Protocol, Task, env_name_problem
+from sealbench.protocol import Protocol, Task, env_name_problem, scaled_time_limit_problem
 from sealbench.render import render
 from sealbench.report import (
     NotPublishable,
@@ -1066,9 +1066,19 @@ def _new_run(directory: Path | str, solver_command: str, ledger: Ledger, options
     _check_report_files(options.report_path, ledger)
     _check_new_run_id(ledger, run_id)
     sealed = verify(directory, ledger=ledger)
+    check_scaled_time_limits(sealed.protocol, options.timeout_scale)
     ledger.register_protocol(sealed.protocol_id, sealed.identity, str(sealed.protocol.root))
     return Run(sealed, solver_command, ledger, options, on_event, control or RunControl(),
                run_id)
+
+
+def check_scaled_time_limits(protocol: Protocol, scale: float) -> None:
+    """Every solver and verifier time limit times --timeout-scale must stay finite and within
+    the ceiling (docs/protocol.md#time-limits): one line naming the limit, exit 2, before
+    anything is recorded."""
+    problem = scaled_time_limit_problem(protocol, scale)
+    if problem is not None:
+        raise BadInput(str(problem))
 
 
 def _check_report_files(report: Path | None, ledger: Ledger) -> None:
@@ -1119,6 +1129,7 @@ def resume(directory: Path | str, solver_command: str, run_id: str, *, ledger: L
     if row.state == "running" and _alive(row.options):
         _check_takeover(ledger, row, force=force)
     sealed = verify(directory, ledger=ledger)
+    check_scaled_time_limits(sealed.protocol, row.options["timeout_scale"])
     if sealed.identity != row.identity:
         raise Refused(f"run {run_id} began under protocol identity {row.identity}; "
                       f"{directory} is now {sealed.identity}. A re-sealed exam cannot "

@@ -47,7 +47,9 @@ from sealbench.protocol import (
     fixture_files,
     line_of,
     load,
+    load_yaml,
     parse_yaml,
+    protocol_file,
     validate_spec,
 )
 
@@ -318,11 +320,11 @@ def _check_rendered(protocol: Protocol, text: str, digests: dict[str, str]) -> N
     """The sealed text must parse to the source with only the digests changed, and keep every
     comment line; else one line saying so (an alias of a digest shared with another field,
     say), before anything is written."""
-    expected = yaml.safe_load(protocol.text)
+    expected = load_yaml(protocol.text)
     for section, digest in digests.items():
         expected[section] = {**expected[section], "sha256": digest}
     try:
-        rendered = yaml.safe_load(text)
+        rendered = load_yaml(text)
     except yaml.YAMLError:
         rendered = None
     if rendered != expected:
@@ -610,7 +612,7 @@ def seal(directory: Path | str, *, ledger: Ledger, jobs: int = 2,
             raise Refused("the instrument check failed: these tasks cannot be sealed",
                           broken)
     text = render_sealed(protocol, files)
-    sealed_spec = ProtocolSpec.model_validate(yaml.safe_load(text))
+    sealed_spec = ProtocolSpec.model_validate(load_yaml(text))
     identity = derive_identity(sealed_spec, files, environment)
     ledger.register_protocol(sealed_spec.protocol_id, identity, str(protocol.root))
     # v4 only adds shadow_names: a protocol without a verifier keeps its v3 lock, byte for byte
@@ -713,8 +715,10 @@ def _source_edits(root: Path, sealed_spec: ProtocolSpec) -> list[str]:
     """protocol.yaml edited after sealing is a changed exam: say which fields differ."""
     try:
         source = load_spec_only(root / PROTOCOL_FILE)
-    except BadInput:
-        return [f"{PROTOCOL_FILE}: edited after sealing and no longer valid; seal again"]
+    except BadInput as exc:
+        first = exc.problems[0] if exc.problems else None
+        why = f" ({first.message})" if isinstance(first, Problem) else ""
+        return [f"{PROTOCOL_FILE}: edited after sealing and no longer valid{why}; seal again"]
     if source is None:
         return []
     before = sealed_spec_dict(sealed_spec)
@@ -733,5 +737,5 @@ def load_spec_only(path: Path) -> ProtocolSpec | None:
     """Parse a protocol.yaml without loading its tasks (None when there is none)."""
     if not path.exists():
         return None
-    data, _text, lines = parse_yaml(path, path.name)
+    data, _text, lines = parse_yaml(protocol_file(path.parent, path.name), path.name)
     return validate_spec(data, lines, path.name)

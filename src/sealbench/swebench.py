@@ -41,10 +41,12 @@ from sealbench.patchpaths import diff_paths
 from sealbench.protocol import (
     CONTROL_CLASSES,
     LOCK_FILE,
+    MAX_TIME_LIMIT_SEC,
     PENDING_SEAL,
     PROTOCOL_FILE,
     SCHEMA,
     TASK_ID_PATTERN,
+    TIME_LIMIT_RULE,
     load,
     resolve_inside,
 )
@@ -412,8 +414,9 @@ def import_swebench(instances: Path | str, *, repos: Path | str, out: Path | str
         raise BadInput(f"--repos: {repos_dir} is not a directory")
     if min_n is not None and not 1 <= min_n <= len(rows):
         raise BadInput(f"--min-n: must be between 1 and the number of instances ({len(rows)})")
-    if timeout_sec <= 0:
-        raise BadInput("--timeout: must be greater than 0")
+    if not 0 < timeout_sec <= MAX_TIME_LIMIT_SEC:  # NaN too
+        raise BadInput(f"--timeout: must be greater than 0 and {TIME_LIMIT_RULE}, not "
+                       f"{timeout_sec:g}")
     name = protocol_id or _default_protocol_id(instances_path)
     if not name.strip():
         raise BadInput("--protocol-id: must not be empty")
