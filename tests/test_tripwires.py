@@ -5,7 +5,9 @@ The end-to-end attacks are in tests/test_grade_forgery.py."""
 from __future__ import annotations
 
 import ast
+import builtins
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +66,7 @@ def _planted(seed: int) -> tuple[bytes, tuple[Tripwire, ...]]:
 @pytest.mark.parametrize("seed", range(12))
 def test_three_tripwires_copy_a_plain_listed_test_under_fresh_names(seed: int) -> None:
     text, wires = _planted(seed)
-    assert [w.kind for w in wires] == ["pass", "fail", "error"]
+    assert [w.kind for w in wires] == ["pass", "fail", "fail", "error"]
     # only a plain function is copied: not the parametrized one, not one with a return
     assert {w.source for w in wires} <= {"tests.test_calc.test_add_small_numbers",
                                          "tests.test_calc.test_add_negative_numbers"}
@@ -277,11 +279,13 @@ def test_a_raises_copy_expects_another_builtin_exception() -> None:
     changed, _ = plant({"tests/test_calc.py": text},
                        ["tests.test_calc.test_add_rejects_text"], random.Random(3))
     planted = changed["tests/test_calc.py"].decode()
-    # the original, the must-pass and the must-error copies; the must-fail one expects another
+    # the original, the must-pass and the must-error copies; the must-fail ones expect another
+    # builtin exception, neither a subclass of TypeError nor one it derives from
     assert planted.count("pytest.raises(TypeError)") == 3
-    assert any(f"pytest.raises({e})" in planted for e in
-               ("ZeroDivisionError", "RecursionError", "ModuleNotFoundError",
-                "UnicodeTranslateError", "BlockingIOError"))
+    others = re.findall(r"pytest\.raises\((\w+)\)", planted)
+    assert len(others) == 5 and all(
+        not issubclass(getattr(builtins, e), TypeError)
+        and not issubclass(TypeError, getattr(builtins, e)) for e in others if e != "TypeError")
 
 
 @pytest.mark.parametrize(("prompt", "visible", "mutable"), [
@@ -295,3 +299,29 @@ def test_a_literal_the_solver_saw_is_never_the_one_changed(prompt: str, visible:
     _, wires = plant({"tests/test_calc.py": text}, ["tests.test_calc.test_add"],
                      random.Random(0), visible=visible, prompt=prompt)
     assert bool(wires) is mutable
+
+
+@pytest.mark.parametrize("segment", ["0", "3", "1200", "1.5", "0.25", "'abc'", '"hello world"',
+                                     "'a'", "''", "ValueError", "KeyError"])
+def test_a_changed_literal_does_not_say_which_of_the_pair_is_the_original(segment: str) -> None:
+    """Attack review: a copy always the original plus a fixed amount (or a string plus a fixed
+    suffix) told itself apart. Now the change has no direction: for numbers, the copy is the
+    larger of the pair about as often as not; for strings, longer about as often as shorter;
+    never within 2 of a number (where an off-by-one bug lands)."""
+    from sealbench.tripwires import _mutated, mutable
+
+    assert mutable(segment)
+    rng = random.Random(7)
+    copies = [_mutated(segment, rng) for _ in range(400)]
+    assert all(c != segment and mutable(c) for c in copies)
+    if segment[0].isdigit():
+        value = float(segment)
+        assert all(abs(float(c) - value) > 2 * 10 ** -len(segment.partition(".")[2])
+                   for c in copies)
+        if value >= 10:  # below, there is little room under the original
+            larger = sum(float(c) > value for c in copies) / len(copies)
+            assert 0.3 < larger < 0.7, larger
+    elif segment[0] in "'\"" and len(segment) > 4:
+        longer = sum(len(c) > len(segment) for c in copies)
+        shorter = sum(len(c) < len(segment) for c in copies)
+        assert abs(longer - shorter) < 80, (longer, shorter)

@@ -40,10 +40,10 @@ TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 SPARE_WORDS = ("value", "result", "case", "input", "default", "edge", "order", "empty",
                "single", "many", "again", "large", "small", "first", "last", "other")
 ERRORS = ("RuntimeError", "LookupError", "ValueError", "OSError")
-# exceptions a `pytest.raises` copy may expect instead: leaves of the hierarchy, so the
-# exception the original expects is never one of their subclasses
-SWAPPED_ERRORS = ("ZeroDivisionError", "RecursionError", "ModuleNotFoundError",
-                  "UnicodeTranslateError", "BlockingIOError")
+# exceptions a `pytest.raises` copy may expect instead (besides those the file names): any
+# of them unrelated by subclassing to the one the original expects
+COMMON_ERRORS = ("ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
+                 "AttributeError", "RuntimeError", "OverflowError", "NameError")
 BUILTIN_ERRORS = frozenset(
     name for name, value in vars(builtins).items()
     if isinstance(value, type) and issubclass(value, Exception))
@@ -114,6 +114,7 @@ class _Shape:
     words: tuple[str, ...]  # words of the file's test names
     imports_pytest: bool
     import_end: int  # the last line of the file's top-level imports (0: none)
+    test_names: tuple[str, ...] = ()  # the file's own test functions, the models of new names
 
 
 def plant(files: Mapping[str, bytes], listed: Iterable[str], rng: random.Random, *,
@@ -145,8 +146,10 @@ def plant(files: Mapping[str, bytes], listed: Iterable[str], rng: random.Random,
     module = module_of(path)
     mutable = [m for m in mutable if f"{module}.{m[0].name}" in f2p] or mutable
     text = files[path].decode("utf-8")
-    failing, literal = rng.choice(mutable)
-    planted, tripwires = _planted_text(text, shape, module, (failing, literal),
+    # two must-fail copies, of two tests where there are two: a forger guessing which of each
+    # pair is the task's own must be right twice
+    failing = rng.sample(mutable, 2) if len(mutable) > 1 else [mutable[0], mutable[0]]
+    planted, tripwires = _planted_text(text, shape, module, failing,
                                        rng.choice(usable), rng.choice(usable), rng)
     try:
         compile(planted, path, "exec")
@@ -186,6 +189,7 @@ def _shape(data: bytes) -> _Shape | None:
     identifiers = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     identifiers |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
     words: list[str] = []
+    test_names: list[str] = []
     candidates = []
     imports_pytest = False
     for node in tree.body:
@@ -196,13 +200,14 @@ def _shape(data: bytes) -> _Shape | None:
             identifiers.add(target)
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             words += [w for w in node.name.split("_")[1:] if w.isidentifier()]
+            test_names.append(node.name)
             candidate = _candidate(node, text)
             if candidate is not None:
                 candidates.append(candidate)
     import_end = max((n.end_lineno or n.lineno for n in tree.body
                       if isinstance(n, ast.Import | ast.ImportFrom)), default=0)
     return _Shape(tuple(candidates), frozenset(identifiers), tuple(dict.fromkeys(words)),
-                  imports_pytest, import_end)
+                  imports_pytest, import_end, tuple(test_names))
 
 
 def _squashed(text: str) -> str:
@@ -247,11 +252,18 @@ def _candidate(node: ast.FunctionDef, text: str) -> _Candidate | None:
             or node.end_lineno is None or node.body[0].lineno <= node.lineno
             or not _plain(node)):
         return None
+    lines = text.splitlines()
     literals = tuple((where, ast.get_source_segment(text, side) or "",
                       ast.get_source_segment(text, statement) or "")
-                     for where, side, statement in _literals(node))
+                     for where, side, statement in _literals(node)
+                     if mutable(_segment(lines, where)))
     return _Candidate(node.name, tuple(a.arg for a in args.args), node.lineno,
                       node.body[0].lineno, node.end_lineno, literals)
+
+
+def _segment(lines: list[str], where: tuple[int, int, int]) -> str:
+    line, start, stop = where
+    return lines[line - 1].encode("utf-8")[start:stop].decode("utf-8", errors="replace")
 
 
 def _literals(node: ast.FunctionDef
@@ -333,58 +345,111 @@ def _plain(node: ast.FunctionDef) -> bool:
 
 
 def _fresh_names(shape: _Shape, count: int, rng: random.Random) -> list[str]:
-    words = list(shape.words) or list(SPARE_WORDS)
+    """Names shaped like the file's own: a real test name with one or two of its words
+    swapped for other words of the file, so neither length nor vocabulary sets them apart."""
+    vocabulary = list(shape.words) or list(SPARE_WORDS)
+    models = [n.split("_")[1:] for n in shape.test_names if len(n.split("_")) > 2] or [
+        rng.sample(vocabulary, min(len(vocabulary), 3))]
     taken = set(shape.identifiers) | BUILTIN_FIXTURES
     found: list[str] = []
-    while len(found) < count:
-        pool = words if len(words) >= 2 and rng.random() < 0.8 else [*words, *SPARE_WORDS]
-        picked = rng.sample(pool, min(len(pool), rng.randint(2, 4)))
-        name = "test_" + "_".join(picked)
+    for attempt in range(1000):
+        words = list(rng.choice(models))
+        pool = vocabulary if attempt < 500 else [*vocabulary, *SPARE_WORDS]
+        for index in rng.sample(range(len(words)), min(len(words), rng.randint(1, 2))):
+            words[index] = rng.choice(pool)
+        name = "test_" + "_".join(words)
         if name not in taken and name.removeprefix("test_") not in taken:
             taken.update((name, name.removeprefix("test_")))
+            found.append(name)
+            if len(found) == count:
+                return found
+    while len(found) < count:  # a file with almost no words of its own
+        name = f"test_{'_'.join(rng.sample(SPARE_WORDS, 3))}"
+        if name not in taken:
+            taken.add(name)
             found.append(name)
     return found
 
 
-def _mutated(segment: str, rng: random.Random) -> str:
-    """A literal of the same kind, far from the original, written in its own style: numbers
-    move by a large odd amount (an off-by-one bug never lands there), strings gain letters."""
+_PLAIN_INT = re.compile(r"^[0-9]+$")
+_PLAIN_FLOAT = re.compile(r"^[0-9]+\.[0-9]+$")
+_PLAIN_STR = re.compile(r"""^(?:'[^'\\\n]*'|"[^"\\\n]*")$""")
+
+
+def mutable(segment: str) -> bool:
+    """Literals a copy may change in their own spelling: plain decimal numbers, strings in
+    plain quotes without escapes, builtin exception names."""
+    return (segment in BUILTIN_ERRORS or bool(_PLAIN_INT.match(segment))
+            or bool(_PLAIN_FLOAT.match(segment)) or bool(_PLAIN_STR.match(segment)))
+
+
+def _mutated(segment: str, rng: random.Random, names: Iterable[str] = ()) -> str:
+    """Another literal of the same kind and spelling, such that the pair does not say which
+    one is the original: a number anywhere from 0 to about twice the original (never within 2
+    of it, where an off-by-one bug would land; below 10 the copy is mostly the larger); a string with one character inserted, replaced
+    or deleted inside it, drawn from its own characters; an exception another one the file or
+    the standard set names, neither a subclass of the other."""
     if segment in BUILTIN_ERRORS:
-        return rng.choice([e for e in SWAPPED_ERRORS if e != segment])
-    if segment[-1:] in ("'", '"') and not segment.endswith(segment[-1] * 3):
-        return segment[:-1] + rng.choice(("x", "q", "zz", " k")) + segment[-1]
-    try:
-        value = ast.literal_eval(segment)
-    except (ValueError, SyntaxError):
-        return segment + "1"
-    shift = rng.choice((7919, 104729, 613, 2671))
-    if isinstance(value, float):
-        return repr(value * 3 + shift)
-    return str(int(value) + shift) if segment.lstrip("-").isdigit() else repr(value + shift)
+        raised = getattr(builtins, segment)
+        others = sorted({*COMMON_ERRORS, *(n for n in names if n in BUILTIN_ERRORS)} - {segment})
+        unrelated = [e for e in others if not issubclass(getattr(builtins, e), raised)
+                     and not issubclass(raised, getattr(builtins, e))]
+        return rng.choice(unrelated)
+    if _PLAIN_STR.match(segment):
+        quote, text = segment[0], segment[1:-1]
+        alphabet = sorted(set(text) - {quote, "\\"}) or list("aeinorst")
+        edits = ["insert", "replace"] if len(text) < 3 else ["insert", "replace", "delete"]
+        edit = rng.choice(edits) if text else "insert"
+        if edit == "replace":
+            at = rng.randrange(len(text))
+            choices = [c for c in alphabet if c != text[at]] or [
+                c for c in "aeinorst" if c != text[at]]
+            return quote + text[:at] + rng.choice(choices) + text[at + 1:] + quote
+        if edit == "delete":  # inside the string: an end cut is what truncation bugs do
+            at = rng.randrange(1, len(text) - 1)
+            return quote + text[:at] + text[at + 1:] + quote
+        at = rng.randint(1, len(text) - 1) if len(text) > 1 else len(text)
+        return quote + text[:at] + rng.choice(alphabet) + text[at:] + quote
+    # numbers: anywhere from 0 to about twice the original, never within 2 of it, so the
+    # larger of a pair is as likely the original as the copy
+    if _PLAIN_FLOAT.match(segment):
+        value, decimals = float(segment), len(segment.split(".")[1])
+        step = 10 ** -decimals
+        top = max(2 * value, value + 9)
+        while True:
+            new = round(rng.uniform(0, top), decimals)
+            if abs(new - value) >= 3 * step:
+                return f"{new:.{decimals}f}"
+    number = int(segment)
+    while True:
+        new_int = rng.randint(0, max(2 * number, number + 9))
+        if abs(new_int - number) > 2:
+            return str(new_int)
 
 
 def _planted_text(text: str, shape: _Shape, module: str,
-                  failing: tuple[_Candidate, tuple[int, int, int]],
+                  failing: list[tuple[_Candidate, tuple[int, int, int]]],
                   passing: _Candidate, erring: _Candidate, rng: random.Random
                   ) -> tuple[str, tuple[Tripwire, ...]]:
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    names = _fresh_names(shape, len(KINDS) + 1, rng)
+    plan: list[tuple[TripwireKind, _Candidate, tuple[int, int, int] | None]] = [
+        ("pass", passing, None), *(("fail", c, where) for c, where in failing),
+        ("error", erring, None)]
+    names = _fresh_names(shape, len(plan) + 1, rng)
     fixture = names.pop().removeprefix("test_")
-    plan = {"pass": (passing, names[0]), "fail": (failing[0], names[1]),
-            "error": (erring, names[2])}
     before: dict[int, list[str]] = {}  # line number -> blocks placed before that line
-    for kind in KINDS:
-        source, name = plan[kind]
+    for (kind, source, literal), name in zip(plan, names, strict=True):
         body = lines[source.body - 1:source.end]
-        if kind == "fail":
-            at, start, stop = failing[1]
+        if literal is not None:
+            at, start, stop = literal
             index = at - source.body
             original = body[index]
             encoded = original.encode("utf-8")  # ast columns are byte offsets
             segment = encoded[start:stop].decode("utf-8")
-            body[index] = (encoded[:start].decode("utf-8") + _mutated(segment, rng)
+            body[index] = (encoded[:start].decode("utf-8")
+                           + _mutated(segment, rng, shape.identifiers)
                            + encoded[stop:].decode("utf-8"))
         args = ([fixture] if kind == "error" else []) + list(source.args)
         block = "".join((_raising_fixture(fixture, rng) if kind == "error" else [])
@@ -400,8 +465,8 @@ def _planted_text(text: str, shape: _Shape, module: str,
     for number, line in enumerate([*lines, ""], start=1):
         out += before.get(number, [])
         out.append(line)
-    tripwires = tuple(Tripwire(f"{module}.{plan[kind][1]}", kind,
-                               f"{module}.{plan[kind][0].name}") for kind in KINDS)
+    tripwires = tuple(Tripwire(f"{module}.{name}", kind, f"{module}.{source.name}")
+                      for (kind, source, _), name in zip(plan, names, strict=True))
     return "".join(out), tripwires
 
 
