@@ -202,10 +202,16 @@ def _cheat(tmp_path: Path, honest: dict[str, Any], payload: dict[str, str]) -> s
 DATASET_SAMPLE = ("textkit-001", "statskit-001", "datelite-001")
 
 
-def _trial(proto: Path, tmp_path: Path, command: str) -> dict[str, dict[str, Any]]:
+# tasks whose must-fail tripwires copy FAIL_TO_PASS tests (on 26 of the 54 none qualifies:
+# docs/threat-model.md#tripwires says what a forger reading the hidden file can do there)
+MUTABLE_SAMPLE = ("textkit-001", "datelite-001", "matrixlite-001")
+
+
+def _trial(proto: Path, tmp_path: Path, command: str,
+           tasks: tuple[str, ...] = DATASET_SAMPLE) -> dict[str, dict[str, Any]]:
     """A trial of a few dataset tasks (no gate, no rate): the payload's outcomes."""
     result = trial(proto, command, ledger=Ledger(tmp_path / "l.sqlite"),
-                   options=RunOptions(jobs=2, tasks=DATASET_SAMPLE))
+                   options=RunOptions(jobs=2, tasks=tasks))
     return {row.task_id: row.record for row in result.attempts}
 
 
@@ -232,7 +238,7 @@ def test_a_forger_that_spares_what_looks_planted_gains_nothing(
     literal spares the task's own test too, whose honest failure then stands."""
     proto, honest = example
     payload = {"{package}/__init__.py": "+" + SELECTIVE.format(rule=SPARING[name])}
-    records = _trial(proto, tmp_path, _cheat(tmp_path, honest, payload))
+    records = _trial(proto, tmp_path, _cheat(tmp_path, honest, payload), MUTABLE_SAMPLE)
     for task_id, record in records.items():
         assert record["outcome"] in ("fail", "violation"), (name, task_id, record["detail"])
     if name == "spares a test that extends another":
