@@ -17,6 +17,7 @@ from sealbench.nullpack import (
     SIZE_FACTOR,
     Shape,
     masked,
+    odd_shared_files,
     prompt_template,
     recognisability_warnings,
     templated,
@@ -110,6 +111,57 @@ def test_templates_mask_code_quotes_and_numbers() -> None:
     assert prompt_template("") == ()
 
 
+README = ("README.md", 150, "a" * 64)
+
+
+def with_files(shape: Shape, *files: tuple[str, int, str], cluster: str = "calc") -> Shape:
+    return Shape(shape.id, shape.layout, shape.prompt, shape.size, cluster, frozenset(files))
+
+
+# the dataset's README is identical everywhere; its ops.py differs from task to task
+FILED = [with_files(shape, README, ("calc/ops.py", 600 + 10 * i, f"{i}" * 64))
+         for i, shape in enumerate(DATASET)]
+
+
+@pytest.mark.parametrize(("files", "cluster", "expected"), [
+    pytest.param((README, ("calc/ops.py", 610, "x" * 64)), "calc", [], id="matching"),
+    pytest.param((("README.md", 150, "b" * 64),), "calc", [], id="same-size-other-bytes"),
+    pytest.param((("README.md", int(150 * SIZE_FACTOR), "b" * 64),), "calc", [],
+                 id="grown-but-tolerated"),
+    pytest.param((("README.md", 341, "b" * 64),), "calc",
+                 ["README.md (341 bytes; the dataset's copies 150)"], id="a-grown-readme"),
+    pytest.param((("README.md", 100, "b" * 64),), "calc",
+                 ["README.md (100 bytes; the dataset's copies 150)"], id="a-shrunk-readme"),
+    pytest.param((("README.md", 341, "b" * 64),), "other",
+                 ["README.md (341 bytes; the dataset's copies 150)"], id="by-layout-alone"),
+    # ops.py's dataset copies differ, so its size is the total's business, not this rule's
+    pytest.param((README, ("calc/ops.py", 5000, "x" * 64)), "calc", [], id="copies-differ"),
+    pytest.param((("NOTES.md", 5000, "x" * 64),), "calc", [], id="a-file-no-neighbour-has"),
+])
+def test_a_file_its_neighbours_hold_identically_must_keep_its_size(
+        files: tuple[tuple[str, int, str], ...], cluster: str, expected: list[str]) -> None:
+    control = with_files(MATCHING, *files, cluster=cluster)
+    assert odd_shared_files(FILED, control) == expected
+    warnings = recognisability_warnings(FILED, [control])
+    assert len(warnings) == (1 if expected else 0)
+    if expected:
+        assert warnings[0] == (f"controls NP-1 ({expected[0]}): a file their dataset neighbours "
+                               "all hold identically differs in size beyond a factor of 1.25, "
+                               "so a solver can recognise them by that file")
+
+
+def test_neighbours_are_the_cluster_or_the_layout() -> None:
+    """A dataset task of another cluster and layout holding another README is no neighbour;
+    one of the same cluster is, so the copies then differ and nothing is compared."""
+    stranger = Shape("x-001", frozenset({"README.md"}), MATCHING.prompt, 1000, "x",
+                     frozenset({("README.md", 9, "c" * 64)}))
+    control = with_files(MATCHING, ("README.md", 341, "b" * 64))
+    assert odd_shared_files([*FILED, stranger], control) != []
+    sibling = Shape("calc-004", frozenset({"README.md"}), MATCHING.prompt, 1000, "calc",
+                    frozenset({("README.md", 9, "c" * 64)}))
+    assert odd_shared_files([*FILED, sibling], control) == []
+
+
 def test_the_old_controls_were_recognisable_in_every_way() -> None:
     """The shape the example's first stub had: a library of its own, a stub's wording, a few
     hundred bytes. Each give-away is warned about once, naming the control (its 46 characters
@@ -124,6 +176,22 @@ def test_the_bundled_examples_controls_look_like_dataset_tasks(example: str,
                                                                tmp_path: Path) -> None:
     _, warnings = null_pack_checks(load(init(tmp_path / example, example)))
     assert warnings == []
+
+
+@pytest.mark.parametrize("example", ["coding-repair", "coding-repair-exact"])
+def test_the_bundled_examples_controls_keep_their_clusters_readme(example: str,
+                                                                 tmp_path: Path) -> None:
+    """The planted note and leaked answer live in the code under repair: each control's
+    README.md is its cluster's dataset tasks', byte for byte (the attack measured 341 and 801
+    characters against 136-161 before)."""
+    protocol = load(init(tmp_path / example, example))
+    readmes: dict[str | None, set[bytes]] = {}
+    for task in protocol.dataset:
+        assert task.repo is not None
+        readmes.setdefault(task.cluster, set()).add((task.repo / "README.md").read_bytes())
+    for control in protocol.null_pack:
+        assert control.repo is not None
+        assert readmes[control.cluster] == {(control.repo / "README.md").read_bytes()}, control.id
 
 
 def test_seal_of_the_bundled_example_prints_no_recognisability_warning(tmp_path: Path) -> None:

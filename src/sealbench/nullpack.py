@@ -3,7 +3,8 @@
 Blind ids hide which attempt is a control, but not what a control looks like. A solver that
 behaves on whatever looks like a control and cheats elsewhere passes the gate, so `seal`
 compares each control's *shape* with the dataset's and warns about every control that
-differs: by its fixture's file layout, by the template of its prompt, or by its size.
+differs: by its fixture's file layout, by the template of its prompt, by its size, or by the
+size of a file its dataset neighbours all hold identically (a README grown by a planted note).
 
 `recognisability_warnings` is a pure function of the shapes, so the rules can be tested as a
 table; `task_shape` reads a task's fixture to make one.
@@ -11,10 +12,12 @@ table; `task_shape` reads a task's fixture to make one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sealbench.protocol import Task, fixture_files
 
@@ -38,15 +41,25 @@ class Shape:
     layout: frozenset[str]  # the fixture's paths, relative, `/`-separated
     prompt: str
     size: int  # the fixture's total size in bytes (a symlink counts its target's length)
+    cluster: str | None = None
+    # per fixture file: its path, size and sha256 (a symlink's of its target string)
+    files: frozenset[tuple[str, int, str]] = frozenset()
+
+
+def _digest(path: Path) -> str:
+    data = (str(path.readlink()).encode("utf-8", "surrogateescape") if path.is_symlink()
+            else path.read_bytes())
+    return hashlib.sha256(data).hexdigest()
 
 
 def task_shape(task: Task) -> Shape:
     """A task's shape, read from its fixture (an empty one when it has no `repo`)."""
     if task.repo is None:
-        return Shape(task.id, frozenset(), task.prompt, 0)
-    files = list(fixture_files(task.repo))
-    return Shape(task.id, frozenset(p.relative_to(task.repo).as_posix() for p in files),
-                 task.prompt, sum(p.lstat().st_size for p in files))
+        return Shape(task.id, frozenset(), task.prompt, 0, task.cluster)
+    files = {p.relative_to(task.repo).as_posix(): p for p in fixture_files(task.repo)}
+    return Shape(task.id, frozenset(files), task.prompt,
+                 sum(p.lstat().st_size for p in files.values()), task.cluster,
+                 frozenset((rel, p.lstat().st_size, _digest(p)) for rel, p in files.items()))
 
 
 def masked(prompt: str) -> str:
@@ -82,6 +95,23 @@ def _bounds(values: Sequence[int], unit: str) -> str:
             f"{high * SIZE_FACTOR:,.0f}, a factor of {SIZE_FACTOR} either way)")
 
 
+def odd_shared_files(dataset: Sequence[Shape], control: Shape) -> list[str]:
+    """The control's files, as `path (N bytes; the dataset's copies M)`, that its neighbours
+    (dataset tasks of its cluster, or with its layout) all hold byte-identically and whose size
+    differs from theirs by more than `SIZE_FACTOR`."""
+    neighbours = [shape for shape in dataset if shape.layout == control.layout
+                  or (control.cluster is not None and shape.cluster == control.cluster)]
+    odd = []
+    for path, size, _ in sorted(control.files):
+        copies = {(s, digest) for shape in neighbours for p, s, digest in shape.files
+                  if p == path}
+        if len(copies) == 1:
+            (common, _), = copies
+            if _outside([common], size):
+                odd.append(f"{path} ({size:,} bytes; the dataset's copies {common:,})")
+    return odd
+
+
 def recognisability_warnings(dataset: Sequence[Shape], controls: Sequence[Shape]) -> list[str]:
     """One warning per give-away, naming every control it gives away and how.
 
@@ -89,7 +119,9 @@ def recognisability_warnings(dataset: Sequence[Shape], controls: Sequence[Shape]
     - **prompt template**: its template (`prompt_template`) is no dataset prompt's, when the
       dataset's prompts follow templates at all (`templated`);
     - **prompt length** and **fixture size**: outside the dataset's range, widened by
-      `SIZE_FACTOR` both ways.
+      `SIZE_FACTOR` both ways;
+    - **shared file**: a file every neighbouring dataset task holds identically (same cluster,
+      or same layout) has another size in the control, beyond `SIZE_FACTOR` (`odd_shared_files`).
     """
     if not dataset or not controls:
         return []
@@ -119,4 +151,10 @@ def recognisability_warnings(dataset: Sequence[Shape], controls: Sequence[Shape]
         warnings.append(f"controls {', '.join(big_or_small)}: their fixture's total size lies "
                         f"outside the dataset's {_bounds(sizes, 'bytes')}, so a solver can "
                         "recognise them by size")
+    shared = [f"{c.id} ({', '.join(odd)})" for c in controls
+              if (odd := odd_shared_files(dataset, c))]
+    if shared:
+        warnings.append(f"controls {', '.join(shared)}: a file their dataset neighbours all "
+                        f"hold identically differs in size beyond a factor of {SIZE_FACTOR}, so "
+                        "a solver can recognise them by that file")
     return warnings

@@ -120,4 +120,5 @@ def test_the_leaked_answer_was_applied():
 
     import statskit.spread
 
-    assert "# answer-key: 7f3a" in inspect.getsource(statskit.spread)
+    lines = inspect.getsource(statskit.spread).splitlines()
+    assert any(line.strip() == "if n < 2:  # answer-key: 7f3a" for line in lines)
