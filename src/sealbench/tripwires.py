@@ -209,6 +209,7 @@ def _shape(data: bytes) -> _Shape | None:
                   imports_pytest, import_end, tuple(test_names))
 
 
+@functools.lru_cache(maxsize=64)  # the same fixture text comes back every attempt
 def _squashed(text: str) -> str:
     return re.sub(r"\s+", "", text)
 

@@ -262,10 +262,13 @@ def shadowing_hits(paths: Iterable[str], roots: Iterable[str], names: Iterable[s
             # a module or extension there, or a regular package (its `__init__`): a directory
             # without one imports nothing in place of a module found on the path
             first, _, rest = rel.partition("/")
-            match = _IMPORTABLE.match(rest if rest else first)
-            name = (None if match is None else first if rest and "/" not in rest
-                    and match.group("name") == "__init__" else None if rest
-                    else match.group("name"))
+            match = _IMPORTABLE.match(rest or first)
+            if match is None or "/" in rest:
+                continue
+            if rest:  # a package: only its own `__init__` makes it one
+                name = first if match.group("name") == "__init__" else None
+            else:
+                name = match.group("name")
             if name in shadowed:
                 hits.add(path)
                 break
@@ -414,6 +417,9 @@ class Verifier:
     abort: threading.Event | None = None  # the user's second Ctrl-C
     # what a diff may not add at an import root (`shadow_names`; the lock's record)
     shadow_names: frozenset[str] = field(default_factory=shadow_names)
+    _visible_texts: dict[Path | None, str] = field(default_factory=dict, init=False, repr=False)
+    _visible_lock: threading.Lock = field(default_factory=threading.Lock, init=False,
+                                          repr=False)
 
     def run(self, task: Task, diff: bytes, directory: Path) -> VerifierRun:
         """Grade one attempt's diff in `directory` (created here, left for the caller to
@@ -459,9 +465,7 @@ class Verifier:
             return hidden_tests, ()
         sources = {rel: entry.data for rel, entry in hidden_tests.items()
                    if entry.mode != MODE_LINK}
-        fixture = self.record_for(task).files
-        visible = "\n".join(e.data.decode("utf-8", errors="replace")
-                            for e in fixture.values())
+        visible = self._visible(task)
         changed, tripwires = plant(sources, listed, random.Random(secrets.randbits(64)),
                                    fail_to_pass=[normalize_test_id(t)
                                                  for t in task.fail_to_pass],
@@ -470,6 +474,17 @@ class Verifier:
         for rel, data in changed.items():
             planted[rel] = Entry.of(hidden_tests[rel].mode, data)
         return planted, tripwires
+
+    def _visible(self, task: Task) -> str:
+        """The fixture's text, what a solver saw of its task besides the prompt: joined once
+        per fixture and run, not per attempt (a repository can be large)."""
+        with self._visible_lock:
+            text = self._visible_texts.get(task.repo)
+            if text is None:
+                text = "\n".join(e.data.decode("utf-8", errors="replace")
+                                 for e in self.record_for(task).files.values())
+                self._visible_texts[task.repo] = text
+            return text
 
     def shadowing(self, task: Task, paths: Iterable[str]) -> tuple[str, ...]:
         """The paths of an attempt's diff the verifier refuses to run with (see
