@@ -36,7 +36,7 @@ from sealbench.formats import (
 )
 from sealbench.leaderboard import (
     build_leaderboard,
-    compact_letters,
+    compact_tiers,
     to_html,
     to_json,
     to_markdown,
@@ -80,46 +80,53 @@ def test_holm_refuses_what_is_not_a_p_value(bad: list[float]) -> None:
 
 @pytest.mark.parametrize("names,different,expected", [
     # a chain: A~B, B~C, A≠C
-    ("ABC", [("A", "C")], {"A": "a", "B": "ab", "C": "b"}),
+    ("ABC", [("A", "C")], {"A": (1,), "B": (1, 2), "C": (2,)}),
     # all tied
-    ("ABCD", [], {"A": "a", "B": "a", "C": "a", "D": "a"}),
+    ("ABCD", [], {"A": (1,), "B": (1,), "C": (1,), "D": (1,)}),
     # all distinct
-    ("ABC", [("A", "B"), ("A", "C"), ("B", "C")], {"A": "a", "B": "b", "C": "c"}),
+    ("ABC", [("A", "B"), ("A", "C"), ("B", "C")], {"A": (1,), "B": (2,), "C": (3,)}),
     # two tiers of two
     ("ABCD", [("A", "C"), ("A", "D"), ("B", "C"), ("B", "D")],
-     {"A": "a", "B": "a", "C": "b", "D": "b"}),
+     {"A": (1,), "B": (1,), "C": (2,), "D": (2,)}),
     # the order of the significant pairs does not matter
     ("ABCD", [("B", "D"), ("A", "D"), ("B", "C"), ("A", "C")],
-     {"A": "a", "B": "a", "C": "b", "D": "b"}),
+     {"A": (1,), "B": (1,), "C": (2,), "D": (2,)}),
     # one outlier at the bottom
-    ("ABC", [("A", "C"), ("B", "C")], {"A": "a", "B": "a", "C": "b"}),
+    ("ABC", [("A", "C"), ("B", "C")], {"A": (1,), "B": (1,), "C": (2,)}),
     # a longer chain, A~B~C~D, every other pair differs
     ("ABCD", [("A", "C"), ("A", "D"), ("B", "D")],
-     {"A": "a", "B": "ab", "C": "bc", "D": "c"}),
-    ("A", [], {"A": "a"}),
+     {"A": (1,), "B": (1, 2), "C": (2, 3), "D": (3,)}),
+    ("A", [], {"A": (1,)}),
 ])
-def test_letters_by_hand(names: str, different: list[tuple[str, str]],
-                         expected: dict[str, str]) -> None:
-    assert compact_letters(list(names), different) == expected
+def test_tiers_by_hand(names: str, different: list[tuple[str, str]],
+                       expected: dict[str, tuple[int, ...]]) -> None:
+    assert compact_tiers(list(names), different) == expected
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_letters_share_exactly_when_a_pair_is_not_different(seed: int) -> None:
+def test_tiers_share_exactly_when_a_pair_is_not_different(seed: int) -> None:
     rng = random.Random(seed)
     names = [f"r{i}" for i in range(rng.randint(2, 7))]
     pairs = list(itertools.combinations(names, 2))
     different = {pair for pair in pairs if rng.random() < rng.random()}
-    letters = compact_letters(names, list(different))
+    tiers = compact_tiers(names, list(different))
     for a, b in pairs:
-        shares = bool(set(letters[a]) & set(letters[b]))
-        assert shares == ((a, b) not in different), (a, b, letters, different)
-    assert all(letters[name] for name in names)
-    assert letters[names[0]].startswith("a")
+        shares = bool(set(tiers[a]) & set(tiers[b]))
+        assert shares == ((a, b) not in different), (a, b, tiers, different)
+    assert all(tiers[name] for name in names)
+    assert tiers[names[0]][0] == 1
+    assert all(list(t) == sorted(set(t)) for t in tiers.values())
 
 
-def test_letters_refuse_a_name_twice() -> None:
+def test_tiers_refuse_a_name_twice() -> None:
     with pytest.raises(ValueError, match="distinct"):
-        compact_letters(["A", "A"], [])
+        compact_tiers(["A", "A"], [])
+
+
+def test_more_tiers_than_the_alphabet_has_letters_are_still_numbered() -> None:
+    names = [f"r{i}" for i in range(30)]
+    tiers = compact_tiers(names, list(itertools.combinations(names, 2)))
+    assert [tiers[n] for n in names] == [(k,) for k in range(1, 31)]
 
 
 # ------------------------------------------------------------------ boards of real runs
@@ -256,8 +263,8 @@ def test_acceptance_3_rulebook_and_its_near_copy_share_a_tier_the_weaker_one_doe
     raw = [p.p for p in result.pairs]
     assert [p.p_holm for p in result.pairs] == pytest.approx(
         list(multipletests(raw, method="holm")[1]), abs=1e-12)
-    # the letters: one tier for rulebook and its near-copy, another for the weaker one
-    assert rulebook.letters == near.letters == "a" and weaker.letters == "b"
+    # the tiers: one for rulebook and its near-copy, another for the weaker one
+    assert rulebook.tiers == near.tiers == [1] and weaker.tiers == [2]
     assert result.indistinguishable == [(rulebook.run_id, near.run_id)]
     # the same test as `compare` (rulebook and weaker share a ledger)
     same = compare_runs(ledgers[0], rulebook.run_id, weaker.run_id)
@@ -290,11 +297,17 @@ def test_text_md_and_json_outputs_and_the_json_validates_against_the_shipped_sch
         in text.stdout
     assert "1st" not in text.stdout and "rank " not in text.stdout
     assert f"{board.runs['trial']} ({board.ledger}): a trial" in text.stdout
+    # tiers are numbers, the pair sides letters: no row's tier reads as a side "a" or "b"
+    # (issue 23, item 7: `agent-b-1 vs agent-a-1: b − a` beside two runs of tier "a")
+    lines = text.stdout.splitlines()
+    head = next(k for k, line in enumerate(lines) if line.startswith("tier "))
+    tier_cells = [line[:4].strip() for line in lines[head + 1:head + 4]]
+    assert tier_cells == ["1", "1", "2"], text.stdout
 
     md = _board_cli(board, "--format", "md")
     assert md.exit_code == 0, md.stderr
     assert "| tier | mean | 95% CI | n | run | solver |" in md.stdout
-    assert md.stdout.count("| **a** |") == 2 and md.stdout.count("| **b** |") == 1
+    assert md.stdout.count("| **1** |") == 2 and md.stdout.count("| **2** |") == 1
 
     out = _board_cli(board, "--format", "json")
     assert out.exit_code == 0, out.stderr
@@ -303,8 +316,8 @@ def test_text_md_and_json_outputs_and_the_json_validates_against_the_shipped_sch
     schema = json.loads(_cli("schema", "leaderboard").stdout)
     jsonschema.validators.validator_for(schema).check_schema(schema)
     jsonschema.validate(data, schema)
-    assert data["format"] == "sealbench-leaderboard/v1"
-    assert [r["letters"] for r in data["runs"]] == ["a", "a", "b"]
+    assert data["format"] == "sealbench-leaderboard/v2"
+    assert [r["tiers"] for r in data["runs"]] == [[1], [1], [2]]
     # the identity itself names the same board
     by_identity = _cli("leaderboard", board.identity, "--ledger", str(board.ledger),
                        "--ledger", str(board.second), "--format", "json")
@@ -460,10 +473,10 @@ def test_a_pair_compare_refuses_makes_the_leaderboard_refuse_naming_it(
 
 
 def _made_up(solver: str = "python agent.py") -> Leaderboard:
-    def run(run_id: str, mean: float, letters: str) -> LeaderboardRun:
+    def run(run_id: str, mean: float, tiers: list[int]) -> LeaderboardRun:
         return LeaderboardRun(run_id=run_id, ledger="l.sqlite", solver=solver, n=50,
                               mean=mean, ci95=(mean - 0.1, mean + 0.1),
-                              ci_method="wilson", letters=letters)
+                              ci_method="wilson", tiers=tiers)
 
     def pair(a: str, b: str, p: float, apart: bool) -> LeaderboardPair:
         return LeaderboardPair(a=a, b=b, n=50, diff=-0.1, ci95=(-0.2, 0.0), method="newcombe",
@@ -471,9 +484,9 @@ def _made_up(solver: str = "python agent.py") -> Leaderboard:
                                unpaired=[])
 
     return Leaderboard(
-        format="sealbench-leaderboard/v1", protocol_id="p", identity="sha256:" + "0" * 64,
+        format="sealbench-leaderboard/v2", protocol_id="p", identity="sha256:" + "0" * 64,
         alpha=0.05, correction="holm",
-        runs=[run("A", 0.6, "a"), run("B", 0.5, "ab"), run("C", 0.4, "b")],
+        runs=[run("A", 0.6, [1]), run("B", 0.5, [1, 2]), run("C", 0.4, [2])],
         pairs=[pair("A", "B", 0.2, False), pair("A", "C", 0.01, True),
                pair("B", "C", 0.3, False)],
         indistinguishable=[("A", "B"), ("B", "C")],
@@ -491,10 +504,10 @@ def test_a_hostile_solver_label_is_shown_not_obeyed() -> None:
     assert json.loads(to_json(board))["runs"][0]["solver"] == label
 
 
-def test_the_text_aligns_letters_in_their_columns_and_never_numbers_a_row() -> None:
+def test_the_text_aligns_tiers_in_their_columns_and_never_ranks_a_row() -> None:
     text = to_text(_made_up())
     rows = [line for line in text.splitlines() if line.endswith("python agent.py")]
-    assert [row[:4].rstrip() for row in rows] == ["a", "ab", " b"]
+    assert [row[:4].rstrip() for row in rows] == ["1", "1 2", "  2"]
     assert "not told apart  A ~ B (p Holm = 0.2); B ~ C (p Holm = 0.3)" in text
     assert "told apart      A > C (p Holm = 0.01)" in text
 
@@ -518,7 +531,7 @@ def browser() -> Iterator[Any]:
 @pytest.mark.slow
 @pytest.mark.sandbox
 @pytest.mark.browser
-def test_the_html_page_shows_each_run_its_letters_and_interval_and_loads_nothing(
+def test_the_html_page_shows_each_run_its_tiers_and_interval_and_loads_nothing(
         board: Board, browser: Any, tmp_path: Path) -> None:
     result = _board_cli(board, "--format", "html")
     assert result.exit_code == 0, result.stderr
@@ -530,10 +543,10 @@ def test_the_html_page_shows_each_run_its_letters_and_interval_and_loads_nothing
         rows = page.page.locator("#runs tbody tr.run")
         assert rows.count() == 3
         seen = [(rows.nth(i).get_attribute("data-run"),
-                 rows.nth(i).locator("td.letters").inner_text().strip())
+                 rows.nth(i).locator("td.tiers").inner_text().strip())
                 for i in range(3)]
-        assert seen == [(board.runs["rulebook"], "a"), (board.runs["near"], "a"),
-                        (board.runs["weaker"], "b")]
+        assert seen == [(board.runs["rulebook"], "1"), (board.runs["near"], "1"),
+                        (board.runs["weaker"], "2")]
         for i in range(3):
             row = rows.nth(i)
             assert row.locator("svg.interval line.ci").count() == 1

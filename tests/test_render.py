@@ -48,16 +48,16 @@ def leaderboard() -> dict[str, Any]:
     """A two-run board as build_leaderboard dumps it (validated by its model here)."""
     from sealbench.formats import Leaderboard
 
-    def run(run_id: str, mean: float, ci: list[float], letters: str) -> dict[str, Any]:
+    def run(run_id: str, mean: float, ci: list[float], tiers: list[int]) -> dict[str, Any]:
         return {"run_id": run_id, "ledger": "l.sqlite", "solver": f"python {run_id}.py",
                 "n": 54, "mean": mean, "ci95": ci, "ci_method": "cluster-wilson",
-                "letters": letters}
+                "tiers": tiers}
 
     board = {
-        "format": "sealbench-leaderboard/v1", "protocol_id": "coding-repair.example",
+        "format": "sealbench-leaderboard/v2", "protocol_id": "coding-repair.example",
         "identity": "sha256:" + "7" * 64, "alpha": 0.05, "correction": "holm",
-        "runs": [run("rulebook-1", 0.667, [0.504, 0.797], "a"),
-                 run("weaker-1", 0.333, [0.203, 0.496], "b")],
+        "runs": [run("rulebook-1", 0.667, [0.504, 0.797], [1]),
+                 run("weaker-1", 0.333, [0.203, 0.496], [2])],
         "pairs": [{"a": "rulebook-1", "b": "weaker-1", "n": 54, "diff": -0.333,
                    "ci95": [-0.486, -0.18], "method": "cluster-t",
                    "test": "cluster-robust t (7 df)", "p": 0.0013, "p_holm": 0.0013,

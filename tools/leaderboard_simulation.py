@@ -2,7 +2,7 @@
 
 Boards of 3-4 agents on shared tasks, with known rates (equal under the null), built with the
 library's own functions as `sealbench leaderboard` builds them (stats.paired_comparison per pair,
-stats.holm, compare.measures_nothing, leaderboard.compact_letters). Prints the family-wise rate
+stats.holm, compare.measures_nothing, leaderboard.compact_tiers). Prints the family-wise rate
 of "told apart" among agents with equal rates (must be at most 0.05), and asserts on every board
 that two runs share a letter exactly when their pair is not told apart (no ranking inside a
 tie). Task difficulty is a logit shift shared by all agents; clusters add a shared shift per
@@ -17,22 +17,22 @@ import sys
 import numpy as np
 
 from sealbench.compare import measures_nothing
-from sealbench.leaderboard import ALPHA, compact_letters
+from sealbench.leaderboard import ALPHA, compact_tiers
 from sealbench.stats import holm, paired_comparison
 
 
 def board(scores: list[np.ndarray], clusters: list[str] | None) -> list[tuple[int, int]]:
-    """The pairs told apart, checking the letters against them."""
+    """The pairs told apart, checking the tiers against them."""
     order = sorted(range(len(scores)), key=lambda i: -float(np.mean(scores[i])))
     tested = [(i, j, paired_comparison(scores[i], scores[j], clusters=clusters))
               for i, j in itertools.combinations(order, 2)]
     adjusted = holm([r.p_value for _, _, r in tested])
     apart = [(i, j) for (i, j, r), p in zip(tested, adjusted, strict=True)
              if p < ALPHA and not measures_nothing(r.ci95, r.diff)]
-    letters = compact_letters([str(i) for i in order], [(str(i), str(j)) for i, j in apart])
+    tiers = compact_tiers([str(i) for i in order], [(str(i), str(j)) for i, j in apart])
     for i, j in itertools.combinations(range(len(scores)), 2):
-        share = bool(set(letters[str(i)]) & set(letters[str(j)]))
-        assert share == ((i, j) not in apart and (j, i) not in apart), (letters, apart)
+        share = bool(set(tiers[str(i)]) & set(tiers[str(j)]))
+        assert share == ((i, j) not in apart and (j, i) not in apart), (tiers, apart)
     return apart
 
 

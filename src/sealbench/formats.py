@@ -464,7 +464,7 @@ class Comparison(Closed):
 
 # ---- leaderboard (sealbench leaderboard)
 
-LEADERBOARD_VERSION: Final = "sealbench-leaderboard/v1"
+LEADERBOARD_VERSION: Final = "sealbench-leaderboard/v2"
 
 _Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 _Difference = Annotated[float, Field(ge=-1.0, le=1.0)]
@@ -478,7 +478,7 @@ class _LeaderboardRecord(BaseModel):
 
 
 class LeaderboardRun(_LeaderboardRecord):
-    """One published run on the board, with its published figures and its tier letters."""
+    """One published run on the board, with its published figures and its tier numbers."""
 
     run_id: str
     ledger: str = Field(description="The ledger file the run was read from.")
@@ -487,10 +487,10 @@ class LeaderboardRun(_LeaderboardRecord):
     mean: _Rate
     ci95: tuple[_Rate, _Rate] = Field(description="The published 95% interval [low, high].")
     ci_method: str
-    letters: str = Field(
-        pattern=r"^[a-z]+$",
-        description="Compact letter display: two runs sharing a letter are not "
-                    "distinguishable at the family-wise alpha.")
+    tiers: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1,
+        description="Compact letter display written as numbers, ascending: two runs sharing "
+                    "a tier number are not distinguishable at the family-wise alpha.")
 
 
 class LeaderboardPair(_LeaderboardRecord):
@@ -523,9 +523,9 @@ class LeaderboardLeftOut(_LeaderboardRecord):
 class Leaderboard(_LeaderboardRecord):
     """`sealbench leaderboard --format json`: the published runs of one protocol identity."""
 
-    model_config = ConfigDict(title="sealbench leaderboard (sealbench-leaderboard/v1)")
+    model_config = ConfigDict(title="sealbench leaderboard (sealbench-leaderboard/v2)")
 
-    format: Literal["sealbench-leaderboard/v1"]
+    format: Literal["sealbench-leaderboard/v2"]
     protocol_id: str
     identity: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     alpha: float = Field(gt=0.0, lt=1.0, description="Family-wise error rate of the tiers.")

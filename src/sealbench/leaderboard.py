@@ -4,9 +4,11 @@ Most leaderboards rank by a bare mean, so two agents whose intervals overlap alm
 get "1st" and "2nd". This one compares every pair of runs with `compare`'s own paired test on
 the tasks both scored (compare.pair_runs: Newcombe and exact McNemar, or a cluster-robust t
 when tasks share clusters), corrects the p-values for the number of pairs with Holm, and
-shows the result as a compact letter display (Piepho 2004): runs sharing a letter are not
-distinguishable at a family-wise alpha of 0.05. Rows are ordered by mean, but no row is
-numbered: inside a tier the order is not a ranking
+shows the result as a compact letter display (Piepho 2004) written with tier numbers: runs
+sharing a tier number are not distinguishable at a family-wise alpha of 0.05. Numbers, not the
+display's usual letters, because the board also names the two sides of each pair "a" and "b":
+"b − a" beside two runs of tier "a" read as a claim about tiers. Rows are ordered by mean,
+but no row is ranked: inside a tier the order is not a ranking
 (docs/statistics.md#sealbench-leaderboard-protocol).
 
 Only published runs of the one protocol identity are on the board; every other run of the
@@ -41,27 +43,26 @@ from sealbench.stats import holm
 from sealbench.textsafe import terminal_safe
 
 ALPHA = 0.05
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 IDENTITY = re.compile(r"sha256:[0-9a-f]{64}")
 
-__all__ = ["ALPHA", "build_leaderboard", "compact_letters", "resolve_identity",
+__all__ = ["ALPHA", "build_leaderboard", "compact_tiers", "resolve_identity",
            "to_html", "to_json", "to_markdown", "to_text"]
 
 
 # ------------------------------------------------------------------ the compact letter display
 
 
-def compact_letters(names: Sequence[str], different: Collection[tuple[str, str]]
-                    ) -> dict[str, str]:
-    """Letters for each name such that two names share a letter exactly when their pair is
-    not in ``different`` (Piepho 2004, *J. Comp. Graph. Stat.* 13:456, insert-absorb and
-    sweep).
+def compact_tiers(names: Sequence[str], different: Collection[tuple[str, str]]
+                  ) -> dict[str, tuple[int, ...]]:
+    """Tier numbers for each name such that two names share a tier exactly when their pair
+    is not in ``different`` (Piepho 2004, *J. Comp. Graph. Stat.* 13:456, insert-absorb and
+    sweep: a compact letter display, numbered).
 
-    ``names`` are in display order (best mean first): the first letter goes to the column
-    holding the earliest name, so the top of the board reads "a". Why this algorithm: it
-    works for any pattern of significant pairs, including non-transitive ones (A~B, B~C,
-    A≠C gives "a", "ab", "b"), where grouping by a threshold on the means would silently
-    merge or split tiers.
+    ``names`` are in display order (best mean first): tier 1 goes to the column holding the
+    earliest name, so the top of the board reads "1". Why this algorithm: it works for any
+    pattern of significant pairs, including non-transitive ones (A~B, B~C, A≠C gives (1,),
+    (1, 2), (2,)), where grouping by a threshold on the means would silently merge or split
+    tiers.
     """
     index = {name: i for i, name in enumerate(names)}
     if len(index) != len(names):
@@ -79,14 +80,12 @@ def compact_letters(names: Sequence[str], different: Collection[tuple[str, str]]
                 split.append(column)
         columns = _absorb(split)
     columns = sorted(_sweep(columns), key=sorted)
-    if len(columns) > len(LETTERS):
-        raise ValueError(f"{len(columns)} letters needed; at most {len(LETTERS)} can be shown")
-    return {name: "".join(LETTERS[k] for k, column in enumerate(columns) if i in column)
+    return {name: tuple(k + 1 for k, column in enumerate(columns) if i in column)
             for name, i in index.items()}
 
 
 def _absorb(columns: list[frozenset[int]]) -> list[frozenset[int]]:
-    """Drop every column contained in another (and repeats): its letter says nothing more."""
+    """Drop every column contained in another (and repeats): its tier says nothing more."""
     kept: list[frozenset[int]] = []
     for k, column in enumerate(columns):
         covered = any(column < other or (column == other and m < k)
@@ -97,8 +96,8 @@ def _absorb(columns: list[frozenset[int]]) -> list[frozenset[int]]:
 
 
 def _sweep(columns: list[frozenset[int]]) -> list[frozenset[int]]:
-    """Remove a letter from a name when every name it links it to shares another letter with
-    it, and the name keeps some letter: fewer letters, same pairs sharing one."""
+    """Remove a tier from a name when every name it links it to shares another tier with it,
+    and the name keeps some tier: fewer tiers, same pairs sharing one."""
     current = [set(column) for column in columns]
     for k, column in enumerate(current):
         for i in sorted(column):
@@ -158,14 +157,11 @@ def build_leaderboard(ledgers: Sequence[Ledger], identity: str,
     entries.sort(key=lambda e: (-_mean(e), e.row.run_id))
     pairs = _pairs(entries)
     different = [(p.a, p.b) for p in pairs if p.distinguishable]
-    try:
-        letters = compact_letters([e.row.run_id for e in entries], different)
-    except ValueError as exc:
-        raise Refused(f"cannot letter this leaderboard: {exc}") from None
+    tiers = compact_tiers([e.row.run_id for e in entries], different)
     return Leaderboard(
         format=LEADERBOARD_VERSION, protocol_id=entries[0].row.protocol_id, identity=identity,
         alpha=ALPHA, correction="holm",
-        runs=[_run(e, letters[e.row.run_id]) for e in entries], pairs=pairs,
+        runs=[_run(e, tiers[e.row.run_id]) for e in entries], pairs=pairs,
         indistinguishable=[(p.a, p.b) for p in pairs if not p.distinguishable],
         left_out=left_out)
 
@@ -282,14 +278,14 @@ def _pairs(entries: list[_Entry]) -> list[LeaderboardPair]:
     return pairs
 
 
-def _run(entry: _Entry, letters: str) -> LeaderboardRun:
+def _run(entry: _Entry, tiers: tuple[int, ...]) -> LeaderboardRun:
     report = entry.row.report
     assert report is not None
     low, high = (float(x) for x in report["ci95"])
     return LeaderboardRun(run_id=entry.row.run_id, ledger=str(entry.ledger.path),
                           solver=entry.row.solver, n=int(report["n"]),
                           mean=float(report["mean"]), ci95=(low, high),
-                          ci_method=str(report["ci_method"]), letters=letters)
+                          ci_method=str(report["ci_method"]), tiers=list(tiers))
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -323,17 +319,23 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
-def _columns(board: Leaderboard) -> str:
-    return "".join(sorted({c for run in board.runs for c in run.letters}))
+def _columns(board: Leaderboard) -> list[int]:
+    return sorted({t for run in board.runs for t in run.tiers})
 
 
-def _aligned(letters: str, columns: str) -> str:
-    """The letters at their column's position ("a ", "ab", " b"), as a tier is read."""
-    return "".join(c if c in letters else " " for c in columns)
+def _aligned(tiers: Sequence[int], columns: Sequence[int]) -> str:
+    """The tier numbers at their column's position ("1  ", "1 2", "  2"), as a compact
+    display is read down its columns."""
+    return " ".join(str(c) if c in tiers else " " * len(str(c)) for c in columns)
+
+
+def _listed(tiers: Sequence[int]) -> str:
+    """Tier numbers for prose and Markdown cells, where columns do not line up: "1, 2"."""
+    return ", ".join(str(t) for t in tiers)
 
 
 def method_line(board: Leaderboard) -> str:
-    return (f"runs sharing a letter are not distinguishable: paired tests on the tasks both "
+    return (f"runs sharing a tier number are not distinguishable: paired tests on the tasks both "
             f"scored (as `sealbench compare`), p-values Holm-corrected over the "
             f"{len(board.pairs)} pairs, family-wise alpha = {board.alpha}; rows are ordered by "
             "mean, and inside a tier that order is not a ranking")
@@ -354,7 +356,7 @@ def to_text(document: Document) -> str:
     escaped (a solver command can hold anything)."""
     board = _board(document)
     columns = _columns(board)
-    rows = [(_aligned(r.letters, columns), _rate(r.mean), f"[{_rate(r.ci95[0])}, "
+    rows = [(_aligned(r.tiers, columns), _rate(r.mean), f"[{_rate(r.ci95[0])}, "
              f"{_rate(r.ci95[1])}]", str(r.n), r.run_id,
              terminal_safe(r.solver, single_line=True)) for r in board.runs]
     head = ("tier", "mean", "95% CI", "n", "run", "solver")
@@ -397,7 +399,7 @@ def to_markdown(document: Document) -> str:
     lines = [f"# sealbench leaderboard — {_code(board.protocol_id)}", "",
              f"Identity {_code(board.identity)}. Tiers: {method_line(board)}.", "",
              "| tier | mean | 95% CI | n | run | solver |", "|---|---|---|---|---|---|",
-             *(f"| **{r.letters}** | {_rate(r.mean)} | {_rate(r.ci95[0])} to "
+             *(f"| **{_listed(r.tiers)}** | {_rate(r.mean)} | {_rate(r.ci95[0])} to "
                f"{_rate(r.ci95[1])} ({r.ci_method}) | {r.n} | {_code(r.run_id)} | "
                f"{_code(r.solver)} |" for r in board.runs), "",
              "## Pairs", "",
@@ -422,7 +424,7 @@ body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#1
 h1{font-size:1.4em}table{border-collapse:collapse;margin:1em 0}
 th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:left;vertical-align:middle}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.letters{font:bold 1.1em monospace;white-space:pre}
+td.tiers{font:bold 1.1em monospace;white-space:pre}
 .method{background:#f4f6f8;padding:.6em 1em;border-left:4px solid #789}
 code{font-size:.9em;word-break:break-all}code.run{white-space:nowrap;word-break:normal}
 svg{display:block}
@@ -476,8 +478,8 @@ def to_html(document: Document) -> str:
     tied, apart = _pair_sentences(board)
     run_rows = "".join(
         f'<tr class="run" data-run="{e(r.run_id)}" {_figures(r.mean, r.ci95, r.n)}>'
-        f'<td class="letters">'
-        f'{e(_aligned(r.letters, columns))}</td><td class="num">{100 * r.mean:.1f}%</td>'
+        f'<td class="tiers">'
+        f'{e(_aligned(r.tiers, columns))}</td><td class="num">{100 * r.mean:.1f}%</td>'
         f'<td class="num">{100 * r.ci95[0]:.1f}% – {100 * r.ci95[1]:.1f}%</td>'
         f'<td class="num">{r.n}</td><td>{_interval_svg(r)}</td><td><code class="run">'
         f'{e(r.run_id)}</code>'
@@ -494,7 +496,7 @@ def to_html(document: Document) -> str:
     body = [
         f"<h1>Leaderboard — <code>{e(board.protocol_id)}</code></h1>",
         f"<p>Identity <code>{e(board.identity)}</code></p>",
-        '<p class="method">Tiers are a compact letter display: '
+        '<p class="method">Tiers are a compact letter display, numbered: '
         f'{e(method_line(board).replace("`", ""))}.</p>',
         '<table id="runs"><thead><tr><th>tier</th><th>mean</th><th>95% CI</th><th>n</th>'
         f'<th title="share of tasks, per cent">{_axis_svg()}</th><th>run</th><th>solver</th>'
