@@ -418,6 +418,30 @@ def test_show_never_prints_the_run_secret_or_a_rate_of_a_refused_run(  # type: i
             assert not RATE.search(shown.stdout), (args, shown.stdout)
 
 
+def test_show_cuts_a_long_detail_at_a_word_with_an_ellipsis(  # type: ignore[no-untyped-def]
+        cli, toy: Path, tmp_path: Path) -> None:
+    """Issue 23, item 8: the table cut details mid-word with no mark."""
+    from toy import write_solver
+
+    words = " ".join(f"word{k:02d}" for k in range(40))
+    loud = write_solver(tmp_path / "loud", f"import sys\nsys.stderr.write({words!r})\n"
+                                           "sys.exit(1)\n")
+    assert cli("seal", toy).exit_code == 0
+    assert cli("run", toy, "--solver", loud).exit_code == 3
+    [summary] = _runs(cli)
+    shown = cli("show", str(summary["run_id"]))
+    assert shown.exit_code == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if "solver exited with status 1" in line]
+    assert rows, shown.stdout
+    for row in rows:
+        detail = row[row.index("solver exited"):].rstrip(" │|")
+        assert detail.endswith("…"), detail
+        last = detail.removesuffix("…").split()[-1]
+        assert last == "status" or last.startswith("1:") or last in words.split(), detail
+    whole = cli("show", str(summary["run_id"]), "--task", "NP-STUB-01")
+    assert words in whole.stdout  # the whole detail is still one command away
+
+
 # --------------------------------------------------------------------------- progress (issue 11)
 
 

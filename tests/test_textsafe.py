@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sealbench.textsafe import rate_free
+from sealbench.textsafe import clip, rate_free
 
 
 @pytest.mark.parametrize("raw,shown", [
@@ -26,3 +26,20 @@ from sealbench.textsafe import rate_free
 ])
 def test_rate_free_withholds_what_reads_as_a_rate(raw: str, shown: str) -> None:
     assert rate_free(raw) == shown
+
+
+@pytest.mark.parametrize("text,limit,shown", [
+    ("short", 10, "short"),
+    ("exactly ten", 11, "exactly ten"),
+    # cut at the last whole word that fits with the mark, never mid-word
+    ("could not open file agents/agent_a.py", 20, "could not open file…"),
+    ("could not open file agents/agent_a.py", 19, "could not open…"),
+    # trailing spaces before the cut are dropped
+    ("one two   three four", 12, "one two…"),
+    # one long word: cut inside it rather than leave a near-empty cell
+    ("x" * 30, 10, "x" * 9 + "…"),
+    ("a " + "y" * 30, 10, "a yyyyyyy…"),
+])
+def test_clip_cuts_at_a_word_and_says_so(text: str, limit: int, shown: str) -> None:
+    assert clip(text, limit) == shown
+    assert len(clip(text, limit)) <= limit

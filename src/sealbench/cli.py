@@ -48,7 +48,7 @@ from sealbench.errors import (
 )
 from sealbench.render import formats_for
 from sealbench.schemas import SCHEMAS
-from sealbench.textsafe import terminal_safe
+from sealbench.textsafe import clip, terminal_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -641,7 +641,7 @@ def _print_trial(result: TrialResult) -> None:
 
     rows = [(a.task_id if a.epoch == 0 else f"{a.task_id}#{a.epoch}", a.record["outcome"],
              duration_text(a.record.get("duration")),
-             str(a.record.get("detail", ""))[:120]) for a in result.attempts]
+             clip(str(a.record.get("detail", "")), 120)) for a in result.attempts]
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
     for row in rows:  # details quote the solver: never raw
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
@@ -756,7 +756,7 @@ def runs(fmt: str, ledger_path: Path | None) -> None:
         expected = sum((s["expected"] or {}).values())
         table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
             s["run_id"], s["kind"], s["protocol_id"], s["state"], f"{done}/{expected}",
-            s["result"][:90], s["solver"])))
+            clip(s["result"], 90), s["solver"])))
     tables.print(table)
 
 
@@ -853,7 +853,7 @@ def _print_attempts(row: RunRow, attempts: list[AttemptRow]) -> None:
         table.add_row(*(terminal_safe(cell, single_line=True) for cell in (
             a.phase, a.task_id, str(a.epoch), a.record["outcome"],
             duration_text(a.record.get("duration")), "-" if code is None else str(code),
-            str(a.record.get("detail", ""))[:100])))
+            clip(str(a.record.get("detail", "")), 100))))
     tables.print(table)
     for a in attempts:  # connections under budget.network model-api (egress_lines escapes)
         lines = egress_lines(a.record)

@@ -51,3 +51,24 @@ def rate_free(text: str) -> str:
     The words are still in the ledger, whole (`sealbench show RUN --task ID`).
     """
     return _FIGURE.sub(WITHHELD, text)
+
+
+ELLIPSIS = "…"
+
+
+def clip(text: str, limit: int) -> str:
+    """text cut to at most ``limit`` characters, at a word boundary and marked with "…".
+
+    Why: a table cell cut mid-word with no mark reads as a different, whole word ("could not
+    open fil" becomes a statement); the mark says there is more (`sealbench show RUN --task ID`
+    prints it whole). A single word longer than half the limit is cut inside it rather than
+    leaving a near-empty cell.
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(limit - len(ELLIPSIS), 0)
+    cut = text[:keep]
+    space = cut.rfind(" ")
+    if not text[keep].isspace() and space >= limit // 2:  # the cut fell inside a word
+        cut = cut[:space]
+    return cut.rstrip() + ELLIPSIS
